@@ -1,0 +1,803 @@
+/**
+ * files-rest benchmark: `npm run bench [-- options]`. See bench/README.md for how to read it.
+ *
+ * For each database (embedded SQLite, and PostgreSQL when reachable) it starts files-rest as a child
+ * process on 127.0.0.1 next to a bare Node "ceiling" server, measures the workloads W1–W7 and the
+ * ceilings with the same client, prints a table of every figure with its ratio to its ceiling and
+ * the target, and writes bench/results/<stamp>-<db>.json and bench/results/latest-<db>.json.
+ */
+import { execFileSync } from 'node:child_process';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { existsSync, mkdirSync } from 'node:fs';
+import { cp, mkdtemp, rm, symlink } from 'node:fs/promises';
+import os from 'node:os';
+import { isAbsolute, join, resolve } from 'node:path';
+import { HttpClient, MiB, closedLoop, median, patternMd5, summarize, type LatencySummary, type LoopResult } from './lib/client.js';
+import { ClientCpu, ROOT, ResourceMonitor, cpuSeconds, freePort, reachable, startProcess, waitHealthy, type ManagedProcess, type ResourceUsage } from './lib/proc.js';
+import { makeRow, table, writeResult, fmt, type Row } from './lib/report.js';
+import { createPgDatabase, seedPostgres, seedSqlite, type SeededBucket } from './lib/seed.js';
+
+type DbKind = 'sqlite' | 'postgres';
+const WORKLOADS = ['W1', 'W2', 'W3', 'W4', 'W5', 'W6', 'W7'] as const;
+
+interface Options {
+  quick: boolean;
+  db: 'all' | DbKind;
+  resultsDir: string;
+  objects: [number, number];
+  reps: number | null;
+  profile: boolean;
+  only: Set<string> | null;
+  strict: boolean;
+  pgUrl: string;
+}
+
+const USAGE = `usage: npm run bench -- [options]
+  --quick               small sizes and short loops (CI): proves the benchmark works, no meaningful figures
+  --db all|sqlite|postgres   databases to run on (default all: SQLite, and PostgreSQL when reachable)
+  --pg-url URL          PostgreSQL admin URL (default $BENCH_PG_URL or postgres://postgres@127.0.0.1:5432/postgres)
+  --objects A,B         object counts of the two listing buckets (default 10000,1000000; quick 2000,20000)
+  --reps N              repetitions of W1, W2, W5 and their ceilings (median reported; default 3, quick 1)
+  --only W1,W3,...      run only these workloads (result saved as *-partial.json, latest-* untouched)
+  --profile             run files-rest under --cpu-prof; profiles go to <results>/profiles/
+  --results-dir DIR     where the JSON results go (default bench/results)
+  --strict              exit 1 when a target is missed`;
+
+function parseArgs(argv: string[]): Options {
+  const o: Options = {
+    quick: false,
+    db: 'all',
+    resultsDir: join(ROOT, 'bench', 'results'),
+    objects: [0, 0],
+    reps: null,
+    profile: false,
+    only: null,
+    strict: false,
+    pgUrl: process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres',
+  };
+  let objects: string | null = null;
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!;
+    const val = () => {
+      const v = argv[++i];
+      if (v === undefined) throw new Error(`${a} needs a value`);
+      return v;
+    };
+    if (a === '--quick') o.quick = true;
+    else if (a === '--db') {
+      const v = val();
+      if (v !== 'all' && v !== 'sqlite' && v !== 'postgres') throw new Error(`--db: expected all, sqlite or postgres, got ${v}`);
+      o.db = v;
+    } else if (a === '--pg-url') o.pgUrl = val();
+    else if (a === '--objects') objects = val();
+    else if (a === '--reps') {
+      o.reps = Number(val());
+      if (!Number.isInteger(o.reps) || o.reps < 1 || o.reps > 20) throw new Error('--reps: a whole number from 1 to 20');
+    } else if (a === '--only') {
+      o.only = new Set(val().toUpperCase().split(',').map((s) => s.trim()).filter(Boolean));
+      for (const w of o.only) if (!(WORKLOADS as readonly string[]).includes(w)) throw new Error(`--only: unknown workload ${w}`);
+    } else if (a === '--profile') o.profile = true;
+    else if (a === '--results-dir') {
+      const v = val();
+      o.resultsDir = isAbsolute(v) ? v : resolve(process.cwd(), v);
+    } else if (a === '--strict') o.strict = true;
+    else if (a === '--help' || a === '-h') {
+      console.log(USAGE);
+      process.exit(0);
+    } else throw new Error(`unknown option ${a}\n${USAGE}`);
+  }
+  const dflt: [number, number] = o.quick ? [2000, 20000] : [10_000, 1_000_000];
+  if (objects !== null) {
+    const parts = objects.split(',').map((s) => Number(s.trim()));
+    if (parts.length !== 2 || !parts.every((n) => Number.isInteger(n) && n >= 1000 && n <= 10_000_000)) {
+      throw new Error('--objects: two whole numbers from 1000 to 10000000, e.g. 10000,1000000');
+    }
+    o.objects = [parts[0]!, parts[1]!];
+  } else o.objects = dflt;
+  return o;
+}
+
+/** Sizes, durations and bounds of one run. */
+function paramsFor(o: Options) {
+  const q = o.quick;
+  const bigSize = q ? 32 * MiB : 1024 * MiB;
+  return {
+    mode: q ? 'quick' : 'full',
+    bigSize,
+    reps: o.reps ?? (q ? 1 : 3),
+    smallSize: 4096,
+    inFlight: 32,
+    loopMs: q ? 2000 : 20_000,
+    warmupMs: q ? 300 : 2000,
+    loopMaxOps: 2_000_000,
+    w4Objects: 256,
+    parts: 8,
+    partSize: bigSize / 8,
+    partsInFlight: 4,
+    objects: o.objects,
+    pageSize: 1000,
+    listWarmupPages: q ? 3 : 10,
+    listMaxPages: q ? 100 : 500,
+    listMaxMs: q ? 10_000 : 60_000,
+    w7MaxOps: q ? 100 : 1000,
+    w7Ms: q ? 2000 : 20_000,
+    w7WarmupMs: q ? 300 : 2000,
+  };
+}
+type Params = ReturnType<typeof paramsFor>;
+
+function human(n: number): string {
+  if (n >= 1_000_000 && n % 1_000_000 === 0) return `${n / 1_000_000}M`;
+  if (n >= 1000 && n % 1000 === 0) return `${n / 1000}k`;
+  return String(n);
+}
+function humanBytes(n: number): string {
+  if (n >= 1024 * MiB && n % (1024 * MiB) === 0) return `${n / (1024 * MiB)} GiB`;
+  if (n % MiB === 0) return `${n / MiB} MiB`;
+  return `${n} B`;
+}
+const MB = 1e6;
+const log = (s: string) => process.stdout.write(`${new Date().toISOString().slice(11, 19)} ${s}\n`);
+
+/**
+ * The build under test. Other work may rebuild dist/ while a run is going on; the benchmark copies
+ * the compiled service once at the start and runs that copy, so one run measures one build.
+ */
+let APP = ROOT;
+async function snapshotBuild(): Promise<string> {
+  const dir = await mkdtemp(join(os.tmpdir(), 'files-rest-bench-app-'));
+  cleanups.push(() => rm(dir, { recursive: true, force: true }));
+  await cp(join(ROOT, 'dist', 'src'), join(dir, 'dist', 'src'), { recursive: true });
+  await cp(join(ROOT, 'dist', 'bench'), join(dir, 'dist', 'bench'), { recursive: true });
+  await cp(join(ROOT, 'bin'), join(dir, 'bin'), { recursive: true });
+  await cp(join(ROOT, 'package.json'), join(dir, 'package.json'));
+  await symlink(join(ROOT, 'node_modules'), join(dir, 'node_modules'), 'dir');
+  return dir;
+}
+
+/** Clean-ups still to run (also on Ctrl-C). */
+const cleanups: (() => Promise<void>)[] = [];
+let cleaning: Promise<void> | null = null;
+/** Runs every pending clean-up, newest first; concurrent callers share one pass. */
+function runCleanups(): Promise<void> {
+  cleaning ??= (async () => {
+    while (cleanups.length) {
+      const c = cleanups.pop()!;
+      await c().catch((e) => process.stderr.write(`clean-up failed: ${(e as Error).message}\n`));
+    }
+  })().finally(() => {
+    cleaning = null;
+  });
+  return cleaning;
+}
+
+interface Usage {
+  /** CPU of the measured server, in % of one core (all its threads). */
+  serverCpuPct: number;
+  /** CPU of the PostgreSQL backends serving its database, in % of one core (null on SQLite: it is in the server). */
+  dbCpuPct: number | null;
+  /** CPU of the benchmark client, in % of one core. */
+  clientCpuPct: number;
+  /** CPU used by everything else on the machine meanwhile (other users' work), in % of one core. */
+  otherCpuPct: number;
+  peakRssMB: number;
+  seconds: number;
+  /** Server CPU per unit of work (ms per request, or CPU seconds per GiB), when set. */
+  cost?: string;
+}
+
+/** Adds the server's CPU cost per request (`ops` requests) or per GiB (`bytes`) to a usage record. */
+function withCost(u: Usage, work: { ops: number } | { bytes: number }): Usage {
+  const cpuS = (u.serverCpuPct * u.seconds) / 100 + ((u.dbCpuPct ?? 0) * u.seconds) / 100;
+  const db = u.dbCpuPct === null ? '' : ' incl. PostgreSQL';
+  const cost =
+    'ops' in work
+      ? `${fmt((1000 * cpuS) / work.ops)} ms/request${db}`
+      : `${fmt(cpuS / (work.bytes / (1024 * MiB)))} s/GiB${db}`;
+  return { ...u, cost };
+}
+
+/**
+ * CPU time of the PostgreSQL backend processes connected to one database (the service's pool), read
+ * from /proc. Backends that exit during a measurement lose their share; the service's pool keeps its
+ * connections while busy, so that is rare.
+ */
+class PgBackendCpu {
+  private constructor(private readonly admin: import('pg').Client, private readonly dbName: string) {}
+  static async open(adminUrl: string, dbName: string): Promise<PgBackendCpu> {
+    const pg = (await import('pg')).default;
+    const c = new pg.Client({ connectionString: adminUrl });
+    await c.connect();
+    return new PgBackendCpu(c, dbName);
+  }
+  async sample(): Promise<Map<number, number>> {
+    const r = await this.admin.query<{ pid: number }>('select pid from pg_stat_activity where datname = $1', [this.dbName]);
+    const out = new Map<number, number>();
+    for (const { pid } of r.rows) {
+      const s = cpuSeconds(pid);
+      if (s !== null) out.set(pid, s);
+    }
+    return out;
+  }
+  static delta(a: Map<number, number>, b: Map<number, number>): number {
+    let sum = 0;
+    for (const [pid, s] of b) sum += s - (a.get(pid) ?? 0);
+    return sum;
+  }
+  close(): Promise<void> {
+    return this.admin.end();
+  }
+}
+let dbCpu: PgBackendCpu | null = null;
+
+function usageOf(u: ResourceUsage, clientCpuS: number, dbCpuS: number | null): Usage {
+  const pct = (s: number) => (100 * s) / u.wallSeconds;
+  return {
+    serverCpuPct: pct(u.cpuSeconds),
+    dbCpuPct: dbCpuS === null ? null : pct(dbCpuS),
+    clientCpuPct: pct(clientCpuS),
+    otherCpuPct: Math.max(0, pct(u.machineBusySeconds - u.cpuSeconds - clientCpuS - (dbCpuS ?? 0))),
+    peakRssMB: u.peakRssBytes / MB,
+    seconds: u.wallSeconds,
+  };
+}
+
+/** Runs `fn` while watching `proc`: its peak RSS and CPU, the database's CPU and the client's CPU. */
+async function watched<T>(proc: ManagedProcess, fn: () => Promise<T>, opts: { db?: boolean } = {}): Promise<{ result: T; usage: Usage }> {
+  const db = opts.db === false ? null : dbCpu;
+  const db0 = db ? await db.sample() : null;
+  const mon = new ResourceMonitor(proc.pid);
+  const cpu = new ClientCpu();
+  try {
+    const result = await fn();
+    const u = mon.stop();
+    const clientS = cpu.stop();
+    const dbS = db && db0 ? PgBackendCpu.delta(db0, await db.sample()) : null;
+    return { result, usage: usageOf(u, clientS, dbS) };
+  } catch (e) {
+    mon.stop();
+    throw e;
+  }
+}
+
+function serviceEnv(dir: string, port: number, databaseUrl: string): Record<string, string> {
+  return {
+    PATH: process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin',
+    HOME: process.env.HOME ?? dir,
+    HOST: '127.0.0.1',
+    PORT: String(port),
+    DATABASE_URL: databaseUrl,
+    FILES_REST_DATA_DIR: join(dir, 'data'),
+    FILES_REST_PERMISSION_FACTORY: 'allow-all',
+    FILES_REST_MULTIPART_CHUNKSIZE_MIN: String(MiB),
+    FILES_REST_SHUTDOWN_GRACE: '5',
+    LOG_LEVEL: 'warn',
+  };
+}
+
+async function startService(dir: string, databaseUrl: string, name: string, profileDir: string | null): Promise<ManagedProcess> {
+  const port = await freePort();
+  const flags = profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`, `--cpu-prof-name=${name}-${Date.now()}.cpuprofile`] : [];
+  const p = startProcess(name, [...flags, join(APP, 'bin', 'files-rest.js'), 'serve'], {
+    cwd: APP,
+    env: serviceEnv(dir, port, databaseUrl),
+    logFile: join(dir, `${name}.log`),
+    port,
+  });
+  cleanups.push(() => p.stop());
+  await waitHealthy(p, '/readyz');
+  return p;
+}
+
+async function startCeiling(dir: string): Promise<ManagedProcess> {
+  const port = await freePort();
+  const data = join(dir, 'ceiling');
+  mkdirSync(data, { recursive: true });
+  const p = startProcess('ceiling', [join(APP, 'dist', 'bench', 'ceiling-server.js'), String(port), data], {
+    cwd: APP,
+    env: { PATH: process.env.PATH ?? '/usr/bin:/bin' },
+    logFile: join(dir, 'ceiling.log'),
+    port,
+  });
+  cleanups.push(() => p.stop());
+  await waitHealthy(p);
+  return p;
+}
+
+async function createBucket(c: HttpClient): Promise<string> {
+  const r = await c.ok('POST', '/files');
+  const id = r.json?.id;
+  if (typeof id !== 'string') throw new Error(`bucket creation answered no id: ${r.text.slice(0, 200)}`);
+  return id;
+}
+
+function randomKey(): string {
+  return `data/${String(Math.floor(Math.random() * 1000)).padStart(3, '0')}/new-${randomUUID()}.bin`;
+}
+
+/** Sequential 4 KiB PUTs of new keys into one bucket (W7). */
+function putLatency(c: HttpClient, bucket: string, body: Buffer, p: Params): Promise<LoopResult> {
+  return closedLoop({
+    concurrency: 1,
+    durationMs: p.w7Ms,
+    maxOps: p.w7MaxOps,
+    warmupMs: p.w7WarmupMs,
+    op: async () => {
+      await c.ok('PUT', `/files/${bucket}/${randomKey()}`, { body });
+    },
+  });
+}
+
+/**
+ * W6: walks a bucket's listing page by page (following links.next, starting over at the end), one
+ * request at a time, timing each page until the body has arrived. Checks every walk saw every key.
+ */
+async function listPages(c: HttpClient, bucket: SeededBucket, p: Params): Promise<LatencySummary & { pages: number; walks: number }> {
+  const first = `/files/${bucket.id}?limit=${p.pageSize}`;
+  const total = p.listWarmupPages + p.listMaxPages;
+  const lat: number[] = [];
+  const deadline = performance.now() + p.listMaxMs;
+  let path = first;
+  let seen = 0;
+  let walks = 0;
+  for (let i = 0; i < total && performance.now() < deadline; i++) {
+    const t0 = performance.now();
+    const r = await c.pool.request({ method: 'GET', path });
+    const text = await r.body.text();
+    const dt = performance.now() - t0;
+    if (r.statusCode !== 200) throw new Error(`GET ${path}: HTTP ${r.statusCode} ${text.slice(0, 200)}`);
+    const json = JSON.parse(text) as { contents: unknown[]; links: { next?: string } };
+    seen += json.contents.length;
+    if (i >= p.listWarmupPages) lat.push(dt);
+    if (json.links.next) {
+      if (json.contents.length !== p.pageSize) throw new Error(`a page before the last held ${json.contents.length} objects`);
+      const u = new URL(json.links.next);
+      path = u.pathname + u.search;
+    } else {
+      if (seen !== bucket.objects) throw new Error(`a full walk of the listing saw ${seen} objects, expected ${bucket.objects}`);
+      walks++;
+      seen = 0;
+      path = first;
+    }
+  }
+  return { ...summarize(lat), pages: lat.length, walks };
+}
+
+interface SectionResult {
+  figures: Record<string, number>;
+  rows: Row[];
+  details: Record<string, unknown>;
+  complete: boolean;
+}
+
+async function runSection(db: DbKind, o: Options, p: Params, stamp: string): Promise<SectionResult> {
+  const want = (w: string) => !o.only || o.only.has(w);
+  const figures: Record<string, number> = {};
+  const details: Record<string, unknown> = {};
+  const usage: Record<string, Usage> = {};
+  const dir = await mkdtemp(join(os.tmpdir(), 'files-rest-bench-'));
+  cleanups.push(() => rm(dir, { recursive: true, force: true }));
+  const profileDir = o.profile ? join(o.resultsDir, 'profiles', `${stamp}-${db}`) : null;
+  if (profileDir) mkdirSync(profileDir, { recursive: true });
+  const sectionCleanupDepth = cleanups.length;
+  log(`[${db}] work directory ${dir}`);
+
+  let databaseUrl: string;
+  if (db === 'sqlite') databaseUrl = `sqlite:${join(dir, 'db.sqlite')}`;
+  else {
+    const pgdb = await createPgDatabase(o.pgUrl);
+    cleanups.push(pgdb.drop);
+    databaseUrl = pgdb.url;
+    dbCpu = await PgBackendCpu.open(o.pgUrl, pgdb.name);
+    cleanups.push(async () => {
+      await dbCpu?.close();
+      dbCpu = null;
+    });
+    details.database = { name: pgdb.name, settings: await pgSettings(pgdb.url) };
+  }
+
+  const pattern = randomBytes(MiB);
+  const expectedMd5 = patternMd5(pattern, p.bigSize);
+  const small = randomBytes(p.smallSize);
+  const big = humanBytes(p.bigSize);
+
+  // ---- Phase A: ceilings and the data-path workloads, on a fresh database. ----
+  log(`[${db}] starting the ceiling server and files-rest`);
+  const ceil = await startCeiling(dir);
+  const cc = new HttpClient(ceil.url, p.inFlight);
+  cleanups.push(() => cc.close());
+  let svc = await startService(dir, databaseUrl, 'files-rest-a', profileDir);
+  let sc = new HttpClient(svc.url, p.inFlight);
+  cleanups.push(() => sc.close());
+
+  if (want('W7')) {
+    log(`[${db}] W7 baseline: sequential 4 KiB PUTs into an empty bucket of a fresh database`);
+    const b = await createBucket(sc);
+    const r = await putLatency(sc, b, small, p);
+    figures['W7.freshDb.p50Ms'] = r.p50Ms;
+    figures['W7.freshDb.p99Ms'] = r.p99Ms;
+    details.W7freshDb = r;
+  }
+
+  if (want('W1') || want('W2') || want('W5')) {
+    const bucket = await createBucket(sc);
+    const w1Key = (rep: number) => `/files/${bucket}/w1/big-${rep}.bin`;
+    if (want('W1') || want('W2')) {
+      // One unrecorded transfer each way per server first, so no figure pays for JIT warm-up.
+      const warm = Math.min(p.bigSize, 64 * MiB);
+      await cc.putPattern('/hash-write/warm-up', pattern, 0, warm);
+      await cc.getCount('/stream/warm-up', warm);
+      await sc.putPattern(`/files/${bucket}/w1/warm-up.bin`, pattern, 0, warm);
+      await sc.getCount(`/files/${bucket}/w1/warm-up.bin`, warm);
+      const ceilRuns: { mibps: number; usage: Usage }[] = [];
+      const svcRuns: { mibps: number; usage: Usage }[] = [];
+      for (let rep = 0; rep < p.reps; rep++) {
+        log(`[${db}] W1 ${big} PUT, repetition ${rep + 1}/${p.reps}: ceiling, then files-rest`);
+        const c = await watched(ceil, () => cc.putPattern(`/hash-write/w1-${rep}`, pattern, 0, p.bigSize), { db: false });
+        if (c.result.json?.checksum !== `md5:${expectedMd5}`) throw new Error(`ceiling W1: wrong checksum ${c.result.text}`);
+        ceilRuns.push({ mibps: p.bigSize / MiB / c.result.seconds, usage: c.usage });
+        const s = await watched(svc, () => sc.putPattern(w1Key(rep), pattern, 0, p.bigSize));
+        if (s.result.json?.checksum !== `md5:${expectedMd5}`) throw new Error(`W1: wrong checksum ${s.result.text.slice(0, 300)}`);
+        svcRuns.push({ mibps: p.bigSize / MiB / s.result.seconds, usage: s.usage });
+      }
+      figures['ceiling.hashWrite.mibps'] = median(ceilRuns.map((r) => r.mibps));
+      figures['ceiling.hashWrite.peakRssMB'] = Math.max(...ceilRuns.map((r) => r.usage.peakRssMB));
+      figures['W1.mibps'] = median(svcRuns.map((r) => r.mibps));
+      figures['W1.peakRssMB'] = Math.max(...svcRuns.map((r) => r.usage.peakRssMB));
+      usage.W1 = withCost(svcRuns[svcRuns.length - 1]!.usage, { bytes: p.bigSize });
+      usage['W1 ceiling'] = withCost(ceilRuns[ceilRuns.length - 1]!.usage, { bytes: p.bigSize });
+      details.W1 = { ceiling: ceilRuns, service: svcRuns };
+    }
+    if (want('W2')) {
+      const ceilRuns: { mibps: number; usage: Usage }[] = [];
+      const svcRuns: { mibps: number; usage: Usage }[] = [];
+      for (let rep = 0; rep < p.reps; rep++) {
+        log(`[${db}] W2 ${big} GET, repetition ${rep + 1}/${p.reps}: ceiling, then files-rest`);
+        const c = await watched(ceil, () => cc.getCount(`/stream/w1-${rep}`, p.bigSize), { db: false });
+        ceilRuns.push({ mibps: p.bigSize / MiB / c.result.seconds, usage: c.usage });
+        const s = await watched(svc, () => sc.getCount(w1Key(rep), p.bigSize));
+        if (s.result.headers.etag !== `"md5:${expectedMd5}"`) throw new Error(`W2: unexpected ETag ${String(s.result.headers.etag)}`);
+        svcRuns.push({ mibps: p.bigSize / MiB / s.result.seconds, usage: s.usage });
+      }
+      figures['ceiling.stream.mibps'] = median(ceilRuns.map((r) => r.mibps));
+      figures['ceiling.stream.peakRssMB'] = Math.max(...ceilRuns.map((r) => r.usage.peakRssMB));
+      figures['W2.mibps'] = median(svcRuns.map((r) => r.mibps));
+      figures['W2.peakRssMB'] = Math.max(...svcRuns.map((r) => r.usage.peakRssMB));
+      usage.W2 = withCost(svcRuns[svcRuns.length - 1]!.usage, { bytes: p.bigSize });
+      usage['W2 ceiling'] = withCost(ceilRuns[ceilRuns.length - 1]!.usage, { bytes: p.bigSize });
+      details.W2 = { ceiling: ceilRuns, service: svcRuns };
+    }
+    await rm(join(dir, 'ceiling'), { recursive: true, force: true });
+    mkdirSync(join(dir, 'ceiling'), { recursive: true });
+
+    if (want('W5')) {
+      const runs: { mibps: number; lastPartToUsableS: number; completeRequestS: number; usage: Usage }[] = [];
+      for (let rep = 0; rep < p.reps; rep++) {
+        log(`[${db}] W5 ${big} multipart (${p.parts} parts, ${p.partsInFlight} in flight), repetition ${rep + 1}/${p.reps}`);
+        const key = `/files/${bucket}/w5/big-${rep}.bin`;
+        const r = await watched(svc, async () => {
+          const t0 = performance.now();
+          const init = await sc.ok('POST', `${key}?uploads&size=${p.bigSize}&partSize=${p.partSize}`);
+          const id = init.json?.id as string;
+          if (typeof id !== 'string') throw new Error(`multipart init answered no id: ${init.text.slice(0, 200)}`);
+          let next = 0;
+          await Promise.all(
+            Array.from({ length: p.partsInFlight }, async () => {
+              for (let guard = 0; guard < p.parts && next < p.parts; guard++) {
+                const n = next++;
+                const len = Math.min(p.partSize, p.bigSize - n * p.partSize);
+                await sc.putPattern(`${key}?uploadId=${id}&partNumber=${n}`, pattern, n * p.partSize, len);
+              }
+            }),
+          );
+          const tLast = performance.now();
+          const done = await sc.ok('POST', `${key}?uploadId=${id}`);
+          const tComplete = performance.now();
+          const head = await sc.request('HEAD', key);
+          const tUsable = performance.now();
+          if (head.status !== 200) throw new Error(`W5: object not downloadable after completion (HTTP ${head.status}): ${done.text.slice(0, 200)}`);
+          if (head.headers.etag !== `"md5:${expectedMd5}"`) throw new Error(`W5: unexpected ETag ${String(head.headers.etag)}`);
+          return {
+            mibps: p.bigSize / MiB / ((tUsable - t0) / 1000),
+            lastPartToUsableS: (tUsable - tLast) / 1000,
+            completeRequestS: (tComplete - tLast) / 1000,
+          };
+        });
+        runs.push({ ...r.result, usage: r.usage });
+      }
+      figures['W5.mibps'] = median(runs.map((r) => r.mibps));
+      figures['W5.lastPartToUsableS'] = median(runs.map((r) => r.lastPartToUsableS));
+      figures['W5.peakRssMB'] = Math.max(...runs.map((r) => r.usage.peakRssMB));
+      usage.W5 = withCost(runs[runs.length - 1]!.usage, { bytes: p.bigSize });
+      details.W5 = runs;
+    }
+  }
+
+  if (want('W3')) {
+    log(`[${db}] W3 4 KiB PUTs, ${p.inFlight} in flight, ${p.loopMs / 1000} s: ceiling, then files-rest`);
+    const c = await watched(ceil, () =>
+      closedLoop({
+        concurrency: p.inFlight,
+        durationMs: p.loopMs,
+        maxOps: p.loopMaxOps,
+        warmupMs: p.warmupMs,
+        op: async (w, seq) => {
+          await cc.ok('PUT', `/mem/w3/${w}-${seq}`, { body: small });
+        },
+      }),
+      { db: false },
+    );
+    const bucket = await createBucket(sc);
+    const s = await watched(svc, () =>
+      closedLoop({
+        concurrency: p.inFlight,
+        durationMs: p.loopMs,
+        maxOps: p.loopMaxOps,
+        warmupMs: p.warmupMs,
+        op: async (w, seq) => {
+          await sc.ok('PUT', `/files/${bucket}/w3/${w}-${seq}.bin`, { body: small });
+        },
+      }),
+    );
+    figures['ceiling.memPut.opsPerSec'] = c.result.opsPerSec;
+    figures['ceiling.memPut.p50Ms'] = c.result.p50Ms;
+    figures['ceiling.memPut.p99Ms'] = c.result.p99Ms;
+    figures['W3.opsPerSec'] = s.result.opsPerSec;
+    figures['W3.p50Ms'] = s.result.p50Ms;
+    figures['W3.p99Ms'] = s.result.p99Ms;
+    usage.W3 = withCost(s.usage, { ops: s.result.ops + s.result.warmupOps });
+    usage['W3 ceiling'] = withCost(c.usage, { ops: c.result.ops + c.result.warmupOps });
+    details.W3 = { ceiling: c.result, service: s.result };
+  }
+
+  if (want('W4')) {
+    const bucket = await createBucket(sc);
+    for (let i = 0; i < p.w4Objects; i++) await sc.ok('PUT', `/files/${bucket}/w4/${i}.bin`, { body: small });
+    log(`[${db}] W4 4 KiB GETs, ${p.inFlight} in flight, ${p.loopMs / 1000} s: ceiling, then files-rest`);
+    const getSmall = async (c: HttpClient, path: string) => {
+      const r = await c.pool.request({ method: 'GET', path });
+      const b = await r.body.arrayBuffer();
+      if (r.statusCode !== 200 || b.byteLength !== p.smallSize) throw new Error(`GET ${path}: HTTP ${r.statusCode}, ${b.byteLength} bytes`);
+    };
+    const pick = () => Math.floor(Math.random() * p.w4Objects);
+    const c = await watched(ceil, () =>
+      closedLoop({ concurrency: p.inFlight, durationMs: p.loopMs, maxOps: p.loopMaxOps, warmupMs: p.warmupMs, op: () => getSmall(cc, `/mem/w4/${pick()}`) }),
+      { db: false },
+    );
+    const s = await watched(svc, () =>
+      closedLoop({
+        concurrency: p.inFlight,
+        durationMs: p.loopMs,
+        maxOps: p.loopMaxOps,
+        warmupMs: p.warmupMs,
+        op: () => getSmall(sc, `/files/${bucket}/w4/${pick()}.bin`),
+      }),
+    );
+    figures['ceiling.memGet.opsPerSec'] = c.result.opsPerSec;
+    figures['ceiling.memGet.p50Ms'] = c.result.p50Ms;
+    figures['ceiling.memGet.p99Ms'] = c.result.p99Ms;
+    figures['W4.opsPerSec'] = s.result.opsPerSec;
+    figures['W4.p50Ms'] = s.result.p50Ms;
+    figures['W4.p99Ms'] = s.result.p99Ms;
+    usage.W4 = withCost(s.usage, { ops: s.result.ops + s.result.warmupOps });
+    usage['W4 ceiling'] = withCost(c.usage, { ops: c.result.ops + c.result.warmupOps });
+    details.W4 = { ceiling: c.result, service: s.result };
+  }
+
+  await cc.close();
+  await ceil.stop();
+  await sc.close();
+  await svc.stop();
+
+  // ---- Phase B: metadata scale, on buckets seeded directly in the database. ----
+  if (want('W6') || want('W7')) {
+    const seeded: SeededBucket[] = [];
+    for (const n of p.objects) {
+      log(`[${db}] seeding a bucket with ${human(n)} objects`);
+      const s =
+        db === 'sqlite'
+          ? await seedSqlite(databaseUrl.slice('sqlite:'.length), join(dir, 'data'), n)
+          : await seedPostgres(databaseUrl, join(dir, 'data'), n);
+      log(`[${db}]   … ${s.seconds.toFixed(1)} s`);
+      seeded.push(s);
+    }
+    details.seeding = seeded;
+    const [smallB, largeB] = [seeded[0]!, seeded[1]!];
+    svc = await startService(dir, databaseUrl, 'files-rest-b', profileDir);
+    sc = new HttpClient(svc.url, p.inFlight);
+    cleanups.push(() => sc.close());
+    if (want('W6')) {
+      for (const [label, b] of [['small', smallB], ['large', largeB]] as const) {
+        log(`[${db}] W6 listing pages of ${p.pageSize} in a bucket of ${human(b.objects)} objects`);
+        const r = await watched(svc, () => listPages(sc, b, p));
+        figures[`W6.${label}.p50Ms`] = r.result.p50Ms;
+        figures[`W6.${label}.p99Ms`] = r.result.p99Ms;
+        usage[`W6 ${human(b.objects)}`] = withCost(r.usage, { ops: r.result.pages + p.listWarmupPages });
+        details[`W6${label}`] = { objects: b.objects, ...r.result };
+      }
+    }
+    if (want('W7')) {
+      log(`[${db}] W7 sequential 4 KiB PUTs: empty bucket, then the bucket of ${human(largeB.objects)} objects`);
+      const empty = await createBucket(sc);
+      const e = await watched(svc, () => putLatency(sc, empty, small, p));
+      const f = await watched(svc, () => putLatency(sc, largeB.id, small, p));
+      figures['W7.empty.p50Ms'] = e.result.p50Ms;
+      figures['W7.empty.p99Ms'] = e.result.p99Ms;
+      figures['W7.full.p50Ms'] = f.result.p50Ms;
+      figures['W7.full.p99Ms'] = f.result.p99Ms;
+      usage['W7 empty'] = withCost(e.usage, { ops: e.result.ops + e.result.warmupOps });
+      usage[`W7 ${human(largeB.objects)}`] = withCost(f.usage, { ops: f.result.ops + f.result.warmupOps });
+      details.W7 = { empty: e.result, full: f.result, objects: largeB.objects };
+    }
+    await sc.close();
+    await svc.stop();
+  }
+
+  // With --profile, keep the servers' logs next to the profiles.
+  if (profileDir) {
+    for (const f of ['files-rest-a.log', 'files-rest-b.log', 'ceiling.log']) {
+      if (existsSync(join(dir, f))) await cp(join(dir, f), join(profileDir, f));
+    }
+  }
+  // Stop, drop and remove what this section made.
+  while (cleanups.length > sectionCleanupDepth - 1) await cleanups.pop()!().catch(() => {});
+  details.usage = usage;
+
+  const k = `@${human(p.objects[1])}`;
+  const k0 = `@${human(p.objects[0])}`;
+  const rowDefs: Parameters<typeof makeRow>[1][] = [
+    { id: 'W1.mibps', workload: 'W1', figure: `PUT ${big}`, unit: 'MiB/s', ceilingId: 'ceiling.hashWrite.mibps', ceilingLabel: 'hash+write', target: { on: 'ratio', op: '>=', bound: 0.85 } },
+    { id: 'W1.peakRssMB', workload: 'W1', figure: 'server peak RSS', unit: 'MB', ceilingId: 'ceiling.hashWrite.peakRssMB', ceilingLabel: 'bare server', target: { on: 'value', op: '<=', bound: 100 } },
+    { id: 'W2.mibps', workload: 'W2', figure: `GET ${big}`, unit: 'MiB/s', ceilingId: 'ceiling.stream.mibps', ceilingLabel: 'stream', target: { on: 'ratio', op: '>=', bound: 0.9 } },
+    { id: 'W2.peakRssMB', workload: 'W2', figure: 'server peak RSS', unit: 'MB', ceilingId: 'ceiling.stream.peakRssMB', ceilingLabel: 'bare server', target: { on: 'value', op: '<=', bound: 100 } },
+    { id: 'W3.opsPerSec', workload: 'W3', figure: `4 KiB PUT ×${p.inFlight}`, unit: 'ops/s', ceilingId: 'ceiling.memPut.opsPerSec', ceilingLabel: 'in-memory', target: { on: 'ratio', op: '>=', bound: 0.3 } },
+    { id: 'W3.p50Ms', workload: 'W3', figure: 'p50 latency', unit: 'ms', ceilingId: 'ceiling.memPut.p50Ms', ceilingLabel: 'in-memory' },
+    { id: 'W3.p99Ms', workload: 'W3', figure: 'p99 latency', unit: 'ms', ceilingId: 'ceiling.memPut.p99Ms', ceilingLabel: 'in-memory' },
+    { id: 'W4.opsPerSec', workload: 'W4', figure: `4 KiB GET ×${p.inFlight}`, unit: 'ops/s', ceilingId: 'ceiling.memGet.opsPerSec', ceilingLabel: 'in-memory', target: { on: 'ratio', op: '>=', bound: 0.5 } },
+    { id: 'W4.p50Ms', workload: 'W4', figure: 'p50 latency', unit: 'ms', ceilingId: 'ceiling.memGet.p50Ms', ceilingLabel: 'in-memory' },
+    { id: 'W4.p99Ms', workload: 'W4', figure: 'p99 latency', unit: 'ms', ceilingId: 'ceiling.memGet.p99Ms', ceilingLabel: 'in-memory' },
+    { id: 'W5.mibps', workload: 'W5', figure: `multipart ${big} (${p.parts}×${humanBytes(p.partSize)}, ${p.partsInFlight} in flight)`, unit: 'MiB/s', ceilingId: 'W1.mibps', ceilingLabel: 'W1', target: { on: 'ratio', op: '>=', bound: 0.85 } },
+    { id: 'W5.lastPartToUsableS', workload: 'W5', figure: 'last part → downloadable', unit: 's', target: { on: 'value', op: '<=', bound: 2 } },
+    { id: 'W6.small.p50Ms', workload: 'W6', figure: `page p50 ${k0}`, unit: 'ms' },
+    { id: 'W6.small.p99Ms', workload: 'W6', figure: `page p99 ${k0}`, unit: 'ms' },
+    { id: 'W6.large.p50Ms', workload: 'W6', figure: `page p50 ${k}`, unit: 'ms', ceilingId: 'W6.small.p50Ms', ceilingLabel: k0 },
+    { id: 'W6.large.p99Ms', workload: 'W6', figure: `page p99 ${k}`, unit: 'ms', target: { on: 'value', op: '<=', bound: 20 } },
+    { id: 'W6.large.p99Ms', workload: 'W6', figure: `page p99 ${k} vs ${k0}`, unit: 'ms', ceilingId: 'W6.small.p99Ms', ceilingLabel: k0, target: { on: 'ratio', op: '<=', bound: 1.5 } },
+    { id: 'W7.full.p50Ms', workload: 'W7', figure: `PUT p50 ${k}`, unit: 'ms', ceilingId: 'W7.empty.p50Ms', ceilingLabel: 'empty bucket', target: { on: 'ratio', op: '<=', bound: 1.5 } },
+    { id: 'W7.full.p99Ms', workload: 'W7', figure: `PUT p99 ${k}`, unit: 'ms', ceilingId: 'W7.empty.p99Ms', ceilingLabel: 'empty bucket' },
+    { id: 'W7.full.p50Ms', workload: 'W7', figure: `PUT p50 ${k} vs fresh DB`, unit: 'ms', ceilingId: 'W7.freshDb.p50Ms', ceilingLabel: 'empty DB' },
+  ];
+  const rows = rowDefs.filter((r) => want(r.workload)).map((r) => makeRow(figures, r));
+  return { figures, rows, details, complete: !o.only };
+}
+
+async function pgSettings(url: string): Promise<Record<string, string>> {
+  const pg = (await import('pg')).default;
+  const c = new pg.Client({ connectionString: url });
+  await c.connect();
+  try {
+    const out: Record<string, string> = {};
+    for (const name of ['server_version', 'fsync', 'synchronous_commit', 'shared_buffers', 'wal_level']) {
+      const r = await c.query<Record<string, string>>(`show ${name}`);
+      out[name] = String(Object.values(r.rows[0] ?? {})[0] ?? '');
+    }
+    return out;
+  } finally {
+    await c.end();
+  }
+}
+
+function gitInfo(): { commit: string | null; dirty: boolean | null } {
+  try {
+    const commit = execFileSync('git', ['rev-parse', 'HEAD'], { cwd: ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+    const status = execFileSync('git', ['status', '--porcelain', '--', 'src'], { cwd: ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
+    return { commit, dirty: status.trim().length > 0 };
+  } catch {
+    return { commit: null, dirty: null };
+  }
+}
+
+function usageTable(usage: Record<string, Usage>): string {
+  const head = ['Measurement', 'seconds', 'server CPU', 'PostgreSQL CPU', 'client CPU', 'other load', 'server peak RSS', 'server CPU per unit'];
+  const body = Object.entries(usage).map(([k, u]) => [
+    k,
+    fmt(u.seconds),
+    fmt(u.serverCpuPct, '%'),
+    u.dbCpuPct === null ? '' : fmt(u.dbCpuPct, '%'),
+    fmt(u.clientCpuPct, '%'),
+    fmt(u.otherCpuPct, '%'),
+    fmt(u.peakRssMB, 'MB'),
+    u.cost ?? '',
+  ]);
+  const widths = head.map((h, i) => Math.max(h.length, ...body.map((b) => b[i]!.length)));
+  const line = (cells: string[]) => `| ${cells.map((c, i) => c.padEnd(widths[i]!)).join(' | ')} |`;
+  return [line(head), `|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`, ...body.map(line)].join('\n');
+}
+
+async function main(): Promise<number> {
+  const o = parseArgs(process.argv.slice(2));
+  const p = paramsFor(o);
+  if (!existsSync(join(ROOT, 'dist', 'src', 'cli', 'main.js')) || !existsSync(join(ROOT, 'dist', 'bench', 'ceiling-server.js'))) {
+    throw new Error('not built: run `npm run bench` (it compiles first) or `npx tsc -p .`');
+  }
+  APP = await snapshotBuild();
+  const dbs: DbKind[] = [];
+  if (o.db === 'all' || o.db === 'sqlite') dbs.push('sqlite');
+  if (o.db === 'all' || o.db === 'postgres') {
+    if (await reachable(o.pgUrl)) dbs.push('postgres');
+    else if (o.db === 'postgres') throw new Error(`PostgreSQL is not reachable at ${o.pgUrl}`);
+    else log(`PostgreSQL not reachable at ${o.pgUrl}: running on SQLite only`);
+  }
+  const stamp = new Date().toISOString().replace(/[:.]/g, '-');
+  const machine = {
+    cpus: os.cpus().length,
+    cpuModel: os.cpus()[0]?.model ?? 'unknown',
+    memoryBytes: os.totalmem(),
+    node: process.version,
+    platform: `${os.platform()} ${os.release()}`,
+  };
+  log(`files-rest benchmark, ${p.mode} mode, on ${dbs.join(' and ')}; ${machine.cpus} × ${machine.cpuModel}, node ${machine.node}`);
+  if (o.quick) log('quick mode: small sizes and short loops; the figures only prove the benchmark runs, targets are not meaningful');
+  let missed = 0;
+  const written: string[] = [];
+  const summaries: string[] = [];
+  for (const db of dbs) {
+    const started = new Date();
+    const t0 = performance.now();
+    const r = await runSection(db, o, p, stamp);
+    const result = {
+      schema: 'files-rest-bench/1',
+      mode: p.mode,
+      db,
+      complete: r.complete,
+      started: started.toISOString(),
+      durationSeconds: (performance.now() - t0) / 1000,
+      machine,
+      git: gitInfo(),
+      params: p,
+      figures: r.figures,
+      rows: r.rows,
+      details: r.details,
+    };
+    const title = `${db === 'sqlite' ? 'SQLite' : 'PostgreSQL'} (${p.mode} mode, ${result.durationSeconds.toFixed(0)} s)`;
+    const body =
+      `${table(r.rows)}\n\nCPU in % of one core (the machine has ${machine.cpus}); "other load" is everything else running on the machine meanwhile.\n` +
+      `${usageTable(r.details.usage as Record<string, Usage>)}\n`;
+    const md =
+      `# files-rest benchmark: ${title}\n\n` +
+      `Run ${result.started} on ${machine.cpus} × ${machine.cpuModel}, ${(machine.memoryBytes / 2 ** 30).toFixed(0)} GiB, node ${machine.node}, ` +
+      `commit ${result.git.commit ?? 'unknown'}${result.git.dirty ? ' (src/ modified)' : ''}. ` +
+      `Produced by \`npm run bench\`; see [the benchmark README](../README.md) for how to read it, and latest-${db}.json for every sample.\n\n${body}`;
+    written.push(...writeResult(o.resultsDir, stamp, db, result, md, r.complete));
+    missed += r.rows.filter((x) => x.met === false).length;
+    const s = `\n=== ${title} ===\n${body}`;
+    summaries.push(s);
+    process.stdout.write(s);
+  }
+  if (summaries.length > 1) process.stdout.write(`\n=== summary ===${summaries.join('')}`);
+  process.stdout.write(`\nresults: ${written.join(', ')}\n`);
+  if (missed) process.stdout.write(`${missed} target${missed === 1 ? '' : 's'} missed${o.quick ? ' (quick mode: expected, the sizes are too small to mean anything)' : ''}\n`);
+  return o.strict && missed ? 1 : 0;
+}
+
+let interrupted = false;
+for (const sig of ['SIGINT', 'SIGTERM'] as const) {
+  process.on(sig, () => {
+    if (interrupted) process.exit(130);
+    interrupted = true;
+    process.stderr.write(`\n${sig}: stopping and cleaning up…\n`);
+    void runCleanups().finally(() => process.exit(130));
+  });
+}
+
+main().then(
+  async (code) => {
+    await runCleanups();
+    process.exit(code);
+  },
+  async (e: unknown) => {
+    if (!interrupted) process.stderr.write(`benchmark failed: ${(e as Error)?.stack ?? String(e)}\n`);
+    await runCleanups();
+    process.exit(interrupted ? 130 : 1);
+  },
+);

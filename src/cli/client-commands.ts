@@ -1,0 +1,537 @@
+/**
+ * Client commands of the `files-rest` program: they talk to a server over HTTP with the SDK
+ * (src/client), unlike the admin commands, which open the database.
+ *
+ *   files-rest mb
+ *   files-rest upload FILE... --bucket ID [--key K] [--prefix P] [--recursive] [--parallel N] [--jobs N]
+ *   files-rest download KEY [DEST] --bucket ID [--version V]
+ *   files-rest ls --bucket ID [--prefix P] [--versions] [--uploads]
+ *   files-rest rm KEY --bucket ID [--version V]
+ *
+ * URL and token come from --url/--token or FILES_REST_URL/FILES_REST_TOKEN. On a terminal, uploads
+ * and downloads show a progress bar per file (bytes, rate, ETA) and a summary; otherwise plain lines,
+ * or one JSON document with --json. Nothing but printable text is written when not on a terminal.
+ */
+import { readdir, stat } from 'node:fs/promises';
+import { basename, join, relative, resolve, sep } from 'node:path';
+import { Option, type Command } from 'commander';
+import cliProgress from 'cli-progress';
+import { ChecksumMismatchError, FilesError, NodeFilesClient, isAbortError, type ObjectVersion, type UploadResult } from '../client/node.js';
+
+// ---- shared ----------------------------------------------------------------------------------
+
+interface ConnOpts {
+  url?: string;
+  token?: string;
+}
+
+function jsonWanted(): boolean {
+  // main() strips --json from the arguments before commander sees them.
+  return process.argv.includes('--json');
+}
+
+function connect(o: ConnOpts): NodeFilesClient {
+  if (!o.url) throw new Error('no server URL: give --url URL or set FILES_REST_URL');
+  try {
+    return new NodeFilesClient({ url: o.url, ...(o.token ? { token: o.token } : {}) });
+  } catch {
+    throw new Error(`invalid server URL ${JSON.stringify(o.url)}`);
+  }
+}
+
+function withConn(cmd: Command): Command {
+  return cmd
+    .addOption(new Option('--url <url>', 'server URL (or FILES_REST_URL)').env('FILES_REST_URL'))
+    .addOption(new Option('--token <token>', 'API token (or FILES_REST_TOKEN)').env('FILES_REST_TOKEN'));
+}
+
+/** One line, no control characters: safe on any output. */
+function clean(s: string): string {
+  return s.replace(/[\u0000-\u001f\u007f-\u009f]/g, ' ');
+}
+
+function errorText(e: unknown): string {
+  if (e instanceof FilesError) return `${e.message} (HTTP ${e.status})`;
+  if (e instanceof ChecksumMismatchError) return e.message;
+  const err = e as Error & { cause?: { code?: string; message?: string } };
+  const cause = err?.cause ? `: ${err.cause.code ?? err.cause.message ?? ''}` : '';
+  return clean(`${err?.message ?? String(e)}${cause}`);
+}
+
+/** Errors of a simple command: one line through main()'s handler. */
+async function simple(fn: () => Promise<void>): Promise<void> {
+  try {
+    await fn();
+  } catch (e) {
+    throw new Error(errorText(e));
+  }
+}
+
+export function parseSize(v: string): number {
+  const m = /^(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)$/i.exec(v.trim());
+  if (!m) throw new Error(`not a size: ${v} (bytes, or with K, M, G: 8M, 16MiB)`);
+  const mult = { '': 1, k: 1024, m: 1024 ** 2, g: 1024 ** 3, t: 1024 ** 4 }[m[2]!.toLowerCase() as '' | 'k' | 'm' | 'g' | 't'];
+  const n = Math.round(Number(m[1]) * mult);
+  if (!Number.isSafeInteger(n) || n < 1) throw new Error(`not a size: ${v}`);
+  return n;
+}
+
+function intOption(name: string, min: number) {
+  return (v: string): number => {
+    if (!/^\d+$/.test(v) || Number(v) < min || Number(v) > 1000) throw new Error(`${name} must be a whole number from ${min} to 1000, got ${v}`);
+    return Number(v);
+  };
+}
+
+export function humanBytes(n: number): string {
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let i = 0;
+  let v = n;
+  while (v >= 1024 && i < units.length - 1) {
+    v /= 1024;
+    i++;
+  }
+  return i === 0 ? `${n} B` : `${v.toFixed(1)} ${units[i]}`;
+}
+
+function humanDuration(s: number): string {
+  if (!Number.isFinite(s) || s < 0) return '--';
+  if (s < 60) return `${Math.ceil(s)}s`;
+  if (s < 3600) return `${Math.floor(s / 60)}m${String(Math.round(s % 60)).padStart(2, '0')}s`;
+  return `${Math.floor(s / 3600)}h${String(Math.floor((s % 3600) / 60)).padStart(2, '0')}m`;
+}
+
+// ---- progress --------------------------------------------------------------------------------
+
+/** Bytes per second over the last few seconds. */
+class Rate {
+  private samples: [number, number][] = [];
+  sample(loaded: number): number {
+    const now = Date.now();
+    this.samples.push([now, loaded]);
+    while (this.samples.length > 2 && now - this.samples[0]![0] > 5000) this.samples.shift();
+    const [t0, l0] = this.samples[0]!;
+    return now > t0 ? ((loaded - l0) * 1000) / (now - t0) : 0;
+  }
+}
+
+interface Task {
+  update(loaded: number, total?: number): void;
+  finish(line: string): void;
+  fail(line: string): void;
+}
+
+interface Reporter {
+  task(label: string, total: number): Task;
+  /** A line for people (resume, retry, restart…). */
+  note(line: string): void;
+  stop(): void;
+}
+
+/** On a terminal: one bar per file, redrawn in place. */
+function barReporter(): Reporter {
+  const multi = new cliProgress.MultiBar(
+    {
+      format: ' {label} |{bar}| {percentage}% | {amount} | {rate} | ETA {left}',
+      barCompleteChar: '\u2588',
+      barIncompleteChar: '\u2591',
+      barsize: 24,
+      hideCursor: true,
+      clearOnComplete: false,
+      stopOnComplete: false,
+      autopadding: true,
+      fps: 8,
+      stream: process.stdout,
+    },
+    cliProgress.Presets.shades_classic,
+  );
+  return {
+    task(label, total) {
+      const name = label.length > 28 ? `…${label.slice(-27)}` : label.padEnd(28);
+      const rate = new Rate();
+      const bar = multi.create(Math.max(total, 1), 0, { label: name, amount: `0 B/${humanBytes(total)}`, rate: '-- /s', left: '--' });
+      const payload = (loaded: number, t: number, r: number) => ({
+        label: name,
+        amount: `${humanBytes(loaded)}/${humanBytes(t)}`,
+        rate: `${humanBytes(Math.round(r))}/s`,
+        left: r > 0 ? humanDuration((t - loaded) / r) : '--',
+      });
+      let last = 0;
+      const started = Date.now();
+      return {
+        update(loaded, t = total) {
+          const r = rate.sample(loaded);
+          if (t !== total) {
+            total = t;
+            bar.setTotal(Math.max(t, 1));
+          }
+          last = loaded;
+          bar.update(loaded, payload(loaded, t, r));
+        },
+        finish(line) {
+          const secs = (Date.now() - started) / 1000;
+          bar.update(Math.max(total, 1), { ...payload(total, total, secs > 0 ? total / secs : 0), left: 'done' });
+          multi.log(`${clean(line)}\n`);
+        },
+        fail(line) {
+          bar.update(last, { ...payload(last, total, 0), left: 'FAILED' });
+          multi.log(`${clean(line)}\n`);
+        },
+      };
+    },
+    note(line) {
+      multi.log(`${clean(line)}\n`);
+    },
+    stop() {
+      multi.stop();
+    },
+  };
+}
+
+/** Not on a terminal: plain lines, a progress line at each quarter. */
+function lineReporter(out: NodeJS.WritableStream): Reporter {
+  const say = (s: string) => out.write(`${clean(s)}\n`);
+  return {
+    task(label, total) {
+      const rate = new Rate();
+      let quarter = 0;
+      return {
+        update(loaded, t = total) {
+          total = t;
+          const r = rate.sample(loaded);
+          const q = total > 0 ? Math.floor((loaded / total) * 4) : 0;
+          if (q > quarter && q < 4) {
+            quarter = q;
+            say(`${label}: ${q * 25}% (${humanBytes(loaded)} of ${humanBytes(total)}, ${humanBytes(Math.round(r))}/s)`);
+          }
+        },
+        finish: say,
+        fail: say,
+      };
+    },
+    note: say,
+    stop() {},
+  };
+}
+
+function makeReporter(json: boolean): Reporter {
+  if (json) return lineReporter(process.stderr);
+  if (process.stdout.isTTY) return barReporter();
+  return lineReporter(process.stdout);
+}
+
+/** Ctrl-C: abort the transfers (a second one exits at once). */
+function interruptible(): { signal: AbortSignal; interrupted: () => boolean; dispose: () => void } {
+  const ac = new AbortController();
+  let count = 0;
+  const on = () => {
+    count++;
+    if (count > 1) process.exit(130);
+    ac.abort(new DOMException('interrupted', 'AbortError'));
+  };
+  process.on('SIGINT', on);
+  process.on('SIGTERM', on);
+  return {
+    signal: ac.signal,
+    interrupted: () => count > 0,
+    dispose: () => {
+      process.off('SIGINT', on);
+      process.off('SIGTERM', on);
+    },
+  };
+}
+
+/** Runs `fn` over items, at most `limit` at once. */
+async function eachLimited<T>(items: T[], limit: number, fn: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(limit, items.length) }, async () => {
+      while (next < items.length) await fn(items[next++]!);
+    }),
+  );
+}
+
+// ---- upload ----------------------------------------------------------------------------------
+
+interface UploadItem {
+  path: string;
+  key: string;
+  size: number;
+}
+
+async function walk(dir: string, out: string[], depth = 0): Promise<void> {
+  if (depth > 64) throw new Error(`${dir}: directories nested too deep`);
+  const entries = await readdir(dir, { withFileTypes: true });
+  entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  for (const e of entries) {
+    const p = join(dir, e.name);
+    if (e.isDirectory()) await walk(p, out, depth + 1);
+    else if (e.isFile()) out.push(p);
+    else if (e.isSymbolicLink()) {
+      // Links to files are followed; links to directories are not (no loops).
+      const st = await stat(p).catch(() => null);
+      if (st?.isFile()) out.push(p);
+    }
+  }
+}
+
+async function collect(paths: string[], o: { key?: string; prefix?: string; recursive?: boolean }): Promise<UploadItem[]> {
+  const items: UploadItem[] = [];
+  const prefix = o.prefix ?? '';
+  for (const p of paths) {
+    const st = await stat(p).catch(() => {
+      throw new Error(`${p}: no such file or directory`);
+    });
+    if (st.isDirectory()) {
+      if (!o.recursive) throw new Error(`${p} is a directory: add --recursive to upload what it holds`);
+      const files: string[] = [];
+      await walk(p, files);
+      for (const f of files) {
+        const rel = relative(p, f).split(sep).join('/');
+        items.push({ path: f, key: `${prefix}${rel}`, size: (await stat(f)).size });
+      }
+    } else if (st.isFile()) {
+      items.push({ path: p, key: o.key ?? `${prefix}${basename(p)}`, size: st.size });
+    } else {
+      throw new Error(`${p} is not a regular file`);
+    }
+  }
+  if (o.key !== undefined && items.length !== 1) throw new Error('--key names one file; use --prefix for several files or a directory');
+  const seen = new Set<string>();
+  for (const it of items) {
+    if (seen.has(it.key)) throw new Error(`two files would go to the same key ${it.key}`);
+    seen.add(it.key);
+  }
+  return items;
+}
+
+interface UploadCmdOpts extends ConnOpts {
+  bucket: string;
+  key?: string;
+  prefix?: string;
+  recursive?: boolean;
+  parallel: number;
+  jobs: number;
+  partSize?: number;
+  resume: boolean;
+  retries: number;
+}
+
+async function uploadCommand(files: string[], o: UploadCmdOpts): Promise<void> {
+  const json = jsonWanted();
+  const client = connect(o);
+  const items = await collect(files, o);
+  const reporter = makeReporter(json);
+  const intr = interruptible();
+  const started = Date.now();
+  const results: {
+    file: string; key: string; size: number; ok: boolean; error?: string; version_id?: string; checksum?: string; multipart?: boolean;
+    upload_id?: string | null; parts_total?: number; parts_sent?: number; parts_skipped?: number; retries?: number; restarts?: number; resumed?: boolean; seconds?: number;
+  }[] = [];
+  try {
+    await eachLimited(items, o.jobs, async (it) => {
+      if (intr.signal.aborted) return;
+      const label = it.key;
+      const task = reporter.task(label, it.size);
+      const t0 = Date.now();
+      try {
+        const r: UploadResult = await client.upload(o.bucket, it.key, it.path, {
+          signal: intr.signal,
+          parallel: o.parallel,
+          retries: o.retries,
+          resume: o.resume,
+          ...(o.partSize ? { partSize: o.partSize } : {}),
+          onProgress: (p) => task.update(p.loaded, p.total),
+          onEvent: (e) => {
+            if (e.type === 'start') {
+              if (!process.stdout.isTTY || json) {
+                reporter.note(`upload ${it.path} -> ${it.key}: ${humanBytes(e.size)}${e.multipart ? ` in ${e.parts} parts of ${humanBytes(e.partSize)}` : ''}`);
+              }
+            } else if (e.type !== 'complete') reporter.note(`${it.key}: ${e.message}`);
+          },
+        });
+        const secs = (Date.now() - t0) / 1000;
+        const parts = r.multipart ? `, ${r.partsSent} part(s) sent${r.partsSkipped ? `, ${r.partsSkipped} already on the server` : ''}` : '';
+        task.finish(`uploaded ${it.path} -> ${it.key} (${humanBytes(it.size)}, md5 ${r.md5}${parts}) in ${secs.toFixed(1)} s`);
+        results.push({
+          file: it.path, key: it.key, size: it.size, ok: true, version_id: r.object.version_id, checksum: r.object.checksum!, multipart: r.multipart,
+          upload_id: r.uploadId, parts_total: r.partsTotal, parts_sent: r.partsSent, parts_skipped: r.partsSkipped, retries: r.retries,
+          restarts: r.restarts, resumed: r.resumed, seconds: secs,
+        });
+      } catch (e) {
+        const msg = isAbortError(e) && intr.interrupted() ? 'interrupted' : errorText(e);
+        task.fail(`FAILED ${it.path} -> ${it.key}: ${msg}`);
+        results.push({ file: it.path, key: it.key, size: it.size, ok: false, error: msg });
+      }
+    });
+  } finally {
+    reporter.stop();
+    intr.dispose();
+  }
+  const secs = (Date.now() - started) / 1000;
+  const ok = results.filter((r) => r.ok);
+  const bytes = ok.reduce((a, r) => a + r.size, 0);
+  const failed = results.length - ok.length;
+  const skipped = items.length - results.length;
+  if (json) {
+    process.stdout.write(`${JSON.stringify({ bucket: o.bucket, uploaded: ok.length, failed, not_started: skipped, bytes, seconds: secs, interrupted: intr.interrupted(), files: results }, null, 2)}\n`);
+  } else {
+    const rate = secs > 0 ? ` (${humanBytes(Math.round(bytes / secs))}/s)` : '';
+    process.stdout.write(`${ok.length} file(s) uploaded, ${failed} failed${skipped ? `, ${skipped} not started` : ''}: ${humanBytes(bytes)} in ${secs.toFixed(1)} s${rate}\n`);
+  }
+  if (intr.interrupted()) {
+    process.stderr.write('files-rest: interrupted; run the same command again to continue (servers with FILES_REST_MULTIPART_ABORT_ON_PART_FAILURE=0 keep the parts already sent)\n');
+    process.exit(130);
+  }
+  if (failed || skipped) process.exit(1);
+}
+
+// ---- download --------------------------------------------------------------------------------
+
+interface DownloadCmdOpts extends ConnOpts {
+  bucket: string;
+  version?: string;
+  retries: number;
+  resume: boolean;
+}
+
+async function downloadCommand(key: string, dest: string | undefined, o: DownloadCmdOpts): Promise<void> {
+  const json = jsonWanted();
+  const client = connect(o);
+  let target = resolve(dest ?? basename(key));
+  const st = await stat(target).catch(() => null);
+  if (st?.isDirectory()) target = join(target, basename(key));
+  const reporter = makeReporter(json);
+  const intr = interruptible();
+  const t0 = Date.now();
+  let task: Task | null = null;
+  let result;
+  try {
+    if (!process.stdout.isTTY || json) reporter.note(`download ${key} -> ${target}`);
+    task = reporter.task(key, 0);
+    result = await client.download(o.bucket, key, target, {
+      signal: intr.signal,
+      retries: o.retries,
+      resume: o.resume,
+      ...(o.version ? { versionId: o.version } : {}),
+      onProgress: (p) => task!.update(p.loaded, p.total),
+      onEvent: (e) => reporter.note(e.message),
+    });
+    const secs = (Date.now() - t0) / 1000;
+    task.finish(
+      `downloaded ${key} -> ${target} (${humanBytes(result.size)}, md5 ${result.md5} verified${result.resumedFrom ? `, resumed at byte ${result.resumedFrom}` : ''}) in ${secs.toFixed(1)} s`,
+    );
+  } catch (e) {
+    const msg = isAbortError(e) && intr.interrupted() ? 'interrupted' : errorText(e);
+    task?.fail(`FAILED ${key}: ${msg}`);
+    reporter.stop();
+    intr.dispose();
+    if (json) process.stdout.write(`${JSON.stringify({ key, file: target, ok: false, error: msg }, null, 2)}\n`);
+    if (intr.interrupted()) {
+      process.stderr.write('files-rest: interrupted; run the same command again to resume the download\n');
+      process.exit(130);
+    }
+    process.stderr.write(`files-rest: ${msg}\n`);
+    process.exit(1);
+  }
+  reporter.stop();
+  intr.dispose();
+  const secs = (Date.now() - t0) / 1000;
+  if (json) {
+    process.stdout.write(
+      `${JSON.stringify({ key, file: target, ok: true, size: result.size, md5: result.md5, resumed_from: result.resumedFrom, transferred: result.transferred, seconds: secs }, null, 2)}\n`,
+    );
+  } else {
+    process.stdout.write(`1 file downloaded: ${humanBytes(result.size)} in ${secs.toFixed(1)} s (${humanBytes(result.transferred)} transferred)\n`);
+  }
+}
+
+// ---- ls, rm, mb ------------------------------------------------------------------------------
+
+function versionLine(v: ObjectVersion, versions: boolean): string {
+  const size = v.delete_marker ? '(deleted)' : String(v.size ?? 0);
+  const when = v.updated.slice(0, 19).replace('T', ' ');
+  if (!versions) return `${size.padStart(12)}  ${when}  ${clean(v.key)}`;
+  return `${size.padStart(12)}  ${when}  ${v.version_id}  ${v.is_head ? 'head' : '    '}  ${clean(v.key)}`;
+}
+
+export function clientCommands(program: Command): void {
+  withConn(program.command('mb').description('make a bucket (on the server at --url); prints its id')).action((o: ConnOpts) =>
+    simple(async () => {
+      const b = await connect(o).createBucket();
+      process.stdout.write(jsonWanted() ? `${JSON.stringify(b, null, 2)}\n` : `${b.id}\n`);
+    }),
+  );
+
+  withConn(
+    program
+      .command('upload <file...>')
+      .description('upload files (or, with --recursive, directories) to a bucket; resumes interrupted multipart uploads')
+      .requiredOption('--bucket <id>', 'bucket id')
+      .option('--key <key>', 'object key for a single file (default: its file name)')
+      .option('--prefix <prefix>', 'prepended to every key (e.g. "photos/")')
+      .option('-r, --recursive', 'upload directories, keys from paths relative to each directory')
+      .option('--parallel <n>', 'parts sent at once per file', intOption('--parallel', 1), 4)
+      .option('--jobs <n>', 'files uploaded at once', intOption('--jobs', 1), 2)
+      .option('--part-size <size>', 'multipart part size (e.g. 16M); default max(8 MiB, size/9000)', parseSize)
+      .option('--retries <n>', 'attempts per part after the first', intOption('--retries', 0), 5)
+      .option('--no-resume', 'start new uploads instead of continuing ones the server holds'),
+  ).action((files: string[], o: UploadCmdOpts) => uploadCommand(files, o));
+
+  withConn(
+    program
+      .command('download <key> [dest]')
+      .description('download an object to a file (default: its name in the current directory); resumes interrupted downloads')
+      .requiredOption('--bucket <id>', 'bucket id')
+      .option('--version <versionId>', 'a specific version')
+      .option('--retries <n>', 'attempts after an interrupted transfer', intOption('--retries', 0), 5)
+      .option('--no-resume', 'ignore a partial file from an earlier run'),
+  ).action((key: string, dest: string | undefined, o: DownloadCmdOpts) => downloadCommand(key, dest, o));
+
+  withConn(
+    program
+      .command('ls')
+      .description("list a bucket's objects (or all versions, or multipart uploads in progress)")
+      .requiredOption('--bucket <id>', 'bucket id')
+      .option('--prefix <prefix>', 'only keys starting with this')
+      .option('--versions', 'all versions, delete markers included')
+      .option('--uploads', 'multipart uploads in progress'),
+  ).action((o: ConnOpts & { bucket: string; prefix?: string; versions?: boolean; uploads?: boolean }) =>
+    simple(async () => {
+      const client = connect(o);
+      const json = jsonWanted();
+      if (o.uploads) {
+        const ups = (await client.listUploads(o.bucket)).filter((u) => !o.prefix || u.key.startsWith(o.prefix));
+        if (json) process.stdout.write(`${JSON.stringify(ups, null, 2)}\n`);
+        else for (const u of ups) process.stdout.write(`${u.id}  ${String(u.size).padStart(12)}  ${String(u.part_size).padStart(10)}  ${u.created.slice(0, 19).replace('T', ' ')}  ${clean(u.key)}\n`);
+        return;
+      }
+      const all: ObjectVersion[] = [];
+      for await (const v of client.objects(o.bucket, { versions: !!o.versions, ...(o.prefix ? { prefix: o.prefix } : {}) })) {
+        if (json) all.push(v);
+        else process.stdout.write(`${versionLine(v, !!o.versions)}\n`);
+      }
+      if (json) process.stdout.write(`${JSON.stringify(all, null, 2)}\n`);
+    }),
+  );
+
+  withConn(
+    program
+      .command('rm <key>')
+      .description('delete an object (a delete marker; the versions stay), or with --version that version for good')
+      .requiredOption('--bucket <id>', 'bucket id')
+      .option('--version <versionId>', 'hard-delete this version'),
+  ).action((key: string, o: ConnOpts & { bucket: string; version?: string }) =>
+    simple(async () => {
+      const client = connect(o);
+      const json = jsonWanted();
+      if (o.version) {
+        await client.deleteVersion(o.bucket, key, o.version);
+        process.stdout.write(json ? `${JSON.stringify({ key, version_id: o.version, deleted: true }, null, 2)}\n` : `deleted version ${o.version} of ${clean(key)}\n`);
+      } else {
+        const r = await client.deleteObject(o.bucket, key);
+        process.stdout.write(json ? `${JSON.stringify({ key, delete_marker: r.versionId }, null, 2)}\n` : `deleted ${clean(key)} (delete marker ${r.versionId ?? '?'})\n`);
+      }
+    }),
+  );
+}

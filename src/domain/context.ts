@@ -1,0 +1,20 @@
+import type { Logger } from 'pino';
+import type { Config } from '../config.js';
+import type { Db, Dialect } from '../db/schema.js';
+import type { StorageRegistry } from '../storage/registry.js';
+import type { Signals } from './signals.js';
+import type { TaskQueue } from '../tasks/queue.js';
+import type { UploadHasher } from './upload-hasher.js';
+
+/** Everything domain functions need, passed in explicitly. */
+export interface DomainContext {
+  readonly config: Config;
+  readonly db: Db;
+  readonly dialect: Dialect;
+  readonly storage: StorageRegistry;
+  readonly signals: Signals;
+  readonly queue: TaskQueue;
+  readonly log: Logger;
+  /** Hashes multipart uploads in order as their parts arrive (absent: completion reads the file). */
+  readonly hasher?: UploadHasher;
+}

@@ -1,0 +1,38 @@
+import { AppError } from '../errors.js';
+
+// C0 controls and DEL break logs, headers and terminals; nothing legitimate needs them in a file name.
+const CONTROL = /[\u0000-\u001f\u007f]/;
+
+/** Validates an object key (already percent-decoded). Keys are text and never become file paths. */
+export function validateKey(key: string, maxLen: number): void {
+  if (key.length === 0) throw new AppError('INVALID_KEY', { reason: 'the key is empty' });
+  if (CONTROL.test(key)) throw new AppError('INVALID_KEY', { reason: 'control characters are not allowed' });
+  // Lone surrogates cannot be stored as UTF-8.
+  if (!key.isWellFormed()) throw new AppError('INVALID_KEY', { reason: 'not valid Unicode' });
+  // Length in characters (code points), as the reference counts it.
+  let n = 0;
+  for (const _ of key) if (++n > maxLen) throw new AppError('KEY_TOO_LONG');
+}
+
+/** The key's last path segment: the file name offered for download. */
+export function basename(key: string): string {
+  const i = key.lastIndexOf('/');
+  return i === -1 ? key : key.slice(i + 1);
+}
+
+/**
+ * Smallest string greater than every string that starts with `prefix` (UTF-8 byte order), or null
+ * when there is none. Used to turn a prefix filter into an index range.
+ */
+export function prefixUpperBound(prefix: string): string | null {
+  const cps = Array.from(prefix);
+  while (cps.length > 0) {
+    const last = cps.pop()!.codePointAt(0)!;
+    if (last < 0x10ffff) {
+      let next = last + 1;
+      if (next >= 0xd800 && next <= 0xdfff) next = 0xe000;
+      return cps.join('') + String.fromCodePoint(next);
+    }
+  }
+  return null;
+}

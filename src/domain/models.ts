@@ -1,0 +1,58 @@
+/** Domain records: what the rest of the code sees of rows (booleans as booleans, tags parsed). */
+
+export interface Location {
+  id: string;
+  name: string;
+  uri: string;
+  isDefault: boolean;
+  created: number;
+  updated: number;
+}
+
+export interface Bucket {
+  id: string;
+  defaultLocation: string;
+  defaultStorageClass: string;
+  size: number;
+  reservedSize: number;
+  quotaSize: number | null;
+  maxFileSize: number | null;
+  locked: boolean;
+  deleted: boolean;
+  created: number;
+  updated: number;
+}
+
+export interface FileInstance {
+  id: string;
+  locationId: string | null;
+  uri: string | null;
+  storageClass: string;
+  size: number;
+  checksum: string | null;
+  readable: boolean;
+  writable: boolean;
+  lastCheckAt: number | null;
+  lastCheck: boolean | null;
+  created: number;
+  updated: number;
+}
+
+export interface ObjectVersion {
+  versionId: string;
+  bucketId: string;
+  key: string;
+  fileId: string | null;
+  mimetype: string | null;
+  isHead: boolean;
+  tags: Record<string, string>;
+  created: number;
+  updated: number;
+  seq: number;
+  /** The file instance, when the version has one (absent for delete markers). */
+  file: FileInstance | null;
+}
+
+export function isDeleteMarker(v: ObjectVersion): boolean {
+  return v.fileId === null;
+}

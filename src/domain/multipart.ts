@@ -1,0 +1,464 @@
+import { createHash } from 'node:crypto';
+import type { Readable } from 'node:stream';
+import { sql, type Selectable } from 'kysely';
+import { AppError, isAppError } from '../errors.js';
+import { transaction } from '../db/database.js';
+import type { Executor, MultipartUploadTable, PartTable, Tx } from '../db/schema.js';
+import { isStorageError } from '../storage/backend.js';
+import { MeasuringStream } from '../storage/measure.js';
+import { newId } from '../util/ids.js';
+import { DAY_MICROS, nowMicros } from '../util/time.js';
+import { getLiveBucket, lockBucketForWrite } from './buckets.js';
+import type { DomainContext } from './context.js';
+import { validateKey } from './keys.js';
+import { checkSize } from './limits.js';
+import { getLocationById } from './locations.js';
+import { chooseMimetype } from './mimetype.js';
+import { commitNewVersion, findVersion } from './objects.js';
+import type { ObjectVersion } from './models.js';
+
+export type UploadState = 'in_progress' | 'completing' | 'failed';
+
+export interface MultipartUpload {
+  id: string;
+  bucketId: string;
+  key: string;
+  fileId: string;
+  size: number;
+  partSize: number;
+  lastPartNumber: number;
+  lastPartSize: number;
+  state: UploadState;
+  versionId: string | null;
+  /** What the storage backend's `initialize` returned. */
+  storageRef: string | null;
+  error: string | null;
+  created: number;
+  updated: number;
+}
+
+export interface Part {
+  partNumber: number;
+  checksum: string;
+  storageEtag: string | null;
+  startByte: number;
+  endByte: number;
+  created: number;
+  updated: number;
+}
+
+function toUpload(r: Selectable<MultipartUploadTable>): MultipartUpload {
+  return {
+    id: r.id,
+    bucketId: r.bucket_id,
+    key: r.key,
+    fileId: r.file_id,
+    size: r.size,
+    partSize: r.part_size,
+    lastPartNumber: r.last_part_number,
+    lastPartSize: r.last_part_size,
+    state: r.state as UploadState,
+    versionId: r.version_id,
+    storageRef: r.storage_ref,
+    error: r.error,
+    created: r.created,
+    updated: r.updated,
+  };
+}
+
+function toPart(u: MultipartUpload, r: Selectable<PartTable>): Part {
+  const start = r.part_number * u.partSize;
+  return {
+    partNumber: r.part_number,
+    checksum: r.checksum,
+    storageEtag: r.storage_etag,
+    startByte: start,
+    endByte: Math.min(start + u.partSize, u.size),
+    created: r.created,
+    updated: r.updated,
+  };
+}
+
+/** Layout of an upload: zero-based parts of part_size bytes, the last one holding the rest. */
+export function partLayout(size: number, partSize: number) {
+  const lastPartNumber = Math.max(Math.ceil(size / partSize) - 1, 0);
+  return { lastPartNumber, lastPartSize: size - partSize * lastPartNumber };
+}
+
+export function expectedPartSize(u: MultipartUpload, partNumber: number): number {
+  return partNumber === u.lastPartNumber ? u.lastPartSize : u.partSize;
+}
+
+function isExpired(ctx: DomainContext, u: MultipartUpload, now = nowMicros()): boolean {
+  return u.created + ctx.config.multipartExpires * DAY_MICROS < now;
+}
+
+/**
+ * Starts a multipart upload: validates the sizes, reserves the declared size against the quota and
+ * the maximum file size, and creates the one file that all parts are written into, at their offsets.
+ */
+export async function initiateUpload(
+  ctx: DomainContext,
+  input: { bucketId: string; key: string; size: number; partSize: number },
+): Promise<MultipartUpload> {
+  const { config } = ctx;
+  const bucket = await getLiveBucket(ctx.db, input.bucketId);
+  if (bucket.locked) throw new AppError('BUCKET_LOCKED');
+  if (input.partSize < config.multipartChunkSizeMin || input.partSize > config.multipartChunkSizeMax) {
+    throw new AppError('INVALID_PART_SIZE');
+  }
+  if (input.size < 1 || Math.ceil(input.size / input.partSize) > config.multipartMaxParts) throw new AppError('INVALID_FILE_SIZE');
+  checkSize(bucket, input.size);
+  validateKey(input.key, config.objectKeyMaxLen);
+
+  const location = await getLocationById(ctx.db, bucket.defaultLocation);
+  const backend = ctx.storage.forUri(location.uri);
+  const fileId = newId();
+  const uri = backend.makeUri(location.uri, fileId);
+  const { lastPartNumber, lastPartSize } = partLayout(input.size, input.partSize);
+  const storageRef = await backend.initialize(uri, input.size, { partSize: input.partSize });
+  const now = nowMicros();
+  const id = newId();
+  try {
+    await transaction(ctx.db, async (tx) => {
+      const b = await lockBucketForWrite(tx, bucket.id);
+      checkSize(b, input.size);
+      await tx.updateTable('buckets').set({ reserved_size: sql`reserved_size + ${input.size}` }).where('id', '=', b.id).execute();
+      await tx
+        .insertInto('files')
+        .values({
+          id: fileId, location_id: location.id, uri, storage_class: b.defaultStorageClass, size: input.size, checksum: null,
+          readable: 0, writable: 1, last_check_at: null, last_check: null, created: now, updated: now,
+        })
+        .execute();
+      await tx
+        .insertInto('multipart_uploads')
+        .values({
+          id, bucket_id: b.id, key: input.key, file_id: fileId, size: input.size, part_size: input.partSize,
+          last_part_number: lastPartNumber, last_part_size: lastPartSize, state: 'in_progress', version_id: null,
+          storage_ref: storageRef, hashed_bytes: 0, error: null, created: now, updated: now,
+        })
+        .execute();
+    });
+  } catch (e) {
+    await (backend.abortInitialized ? backend.abortInitialized(uri, storageRef) : backend.delete(uri)).catch(() => {});
+    throw e;
+  }
+  return {
+    id, bucketId: bucket.id, key: input.key, fileId, size: input.size, partSize: input.partSize, lastPartNumber, lastPartSize,
+    state: 'in_progress', versionId: null, storageRef, error: null, created: now, updated: now,
+  };
+}
+
+export async function findUpload(db: Executor, id: string): Promise<MultipartUpload | null> {
+  const r = await db.selectFrom('multipart_uploads').selectAll().where('id', '=', id).executeTakeFirst();
+  return r ? toUpload(r) : null;
+}
+
+/** The upload at this bucket and key; 404 when unknown (or merged, aborted: its row is gone). */
+export async function getUpload(db: Executor, bucketId: string, key: string, id: string): Promise<MultipartUpload> {
+  const u = await findUpload(db, id);
+  if (!u || u.bucketId !== bucketId || u.key !== key) throw new AppError('UPLOAD_NOT_FOUND');
+  return u;
+}
+
+export async function listParts(db: Executor, u: MultipartUpload): Promise<Part[]> {
+  const rows = await db.selectFrom('parts').selectAll().where('upload_id', '=', u.id).orderBy('part_number').execute();
+  return rows.map((r) => toPart(u, r));
+}
+
+export async function listUploads(db: Executor, bucketId: string, limit: number): Promise<MultipartUpload[]> {
+  const rows = await db
+    .selectFrom('multipart_uploads')
+    .selectAll()
+    .where('bucket_id', '=', bucketId)
+    .where('state', 'in', ['in_progress', 'completing'])
+    .orderBy('created')
+    .limit(limit)
+    .execute();
+  return rows.map(toUpload);
+}
+
+/** Refusals that apply to any change to an upload: state, expiry and the bucket's lock. */
+async function checkWritable(ctx: DomainContext, u: MultipartUpload): Promise<void> {
+  if (u.state === 'completing') throw new AppError('MULTIPART_ALREADY_COMPLETED');
+  if (u.state !== 'in_progress') throw new AppError('UPLOAD_NOT_FOUND');
+  const bucket = await getLiveBucket(ctx.db, u.bucketId);
+  if (bucket.locked) throw new AppError('BUCKET_LOCKED');
+}
+
+/** Validates a part before a byte of it is read: number in range, exact size, upload open. */
+export async function checkPartAllowed(ctx: DomainContext, u: MultipartUpload, partNumber: number, declaredSize: number | null): Promise<void> {
+  await checkWritable(ctx, u);
+  if (isExpired(ctx, u)) throw new AppError('MULTIPART_EXPIRED');
+  if (!Number.isSafeInteger(partNumber) || partNumber < 0 || partNumber > u.lastPartNumber) throw new AppError('INVALID_PART_NUMBER');
+  if (declaredSize !== null && declaredSize !== expectedPartSize(u, partNumber)) throw new AppError('INVALID_PART_SIZE');
+}
+
+/**
+ * Writes one part at its offset into the upload's file and records its checksum. Re-sending a part
+ * replaces it. When the transfer fails (disconnect, short body, storage error) the whole upload is
+ * aborted, or with FILES_REST_MULTIPART_ABORT_ON_PART_FAILURE=0 only that part is dropped.
+ */
+export async function uploadPart(
+  ctx: DomainContext,
+  u: MultipartUpload,
+  input: { partNumber: number; source: Readable; declaredSize: number | null; signal?: AbortSignal },
+): Promise<Part> {
+  await checkPartAllowed(ctx, u, input.partNumber, input.declaredSize);
+  const expected = expectedPartSize(u, input.partNumber);
+  const file = await ctx.db.selectFrom('files').select(['uri']).where('id', '=', u.fileId).executeTakeFirstOrThrow();
+  const backend = ctx.storage.forUri(file.uri!);
+  const meter = new MeasuringStream({ limit: expected, limitError: () => new AppError('INVALID_PART_SIZE'), expected });
+  // Errors of the meter reach us through the write's promise; a late one (the client's socket failing
+  // after the write already gave up) must not become an uncaught exception.
+  meter.on('error', () => {});
+  const forward = (e: Error) => meter.destroy(e);
+  input.source.once('error', forward);
+  let stored: { etag: string | null };
+  try {
+    stored = await backend.update(file.uri!, input.source.pipe(meter), {
+      partNumber: input.partNumber,
+      offset: input.partNumber * u.partSize,
+      size: expected,
+      ref: u.storageRef,
+      signal: input.signal,
+    });
+    input.source.off('error', forward);
+  } catch (e) {
+    input.source.off('error', forward);
+    input.source.unpipe(meter);
+    const err = partFailure(e, input.source, meter);
+    await onPartFailure(ctx, u, input.partNumber).catch((x) => ctx.log.error({ err: x, uploadId: u.id }, 'could not clean up after a failed part'));
+    throw err;
+  }
+  const now = nowMicros();
+  const checksum = meter.checksum();
+  await transaction(ctx.db, async (tx) => {
+    const open = await tx
+      .updateTable('multipart_uploads')
+      .set({ updated: now })
+      .where('id', '=', u.id)
+      .where('state', '=', 'in_progress')
+      .executeTakeFirst();
+    if (Number(open.numUpdatedRows) !== 1) throw new AppError('UPLOAD_NOT_FOUND');
+    await tx
+      .insertInto('parts')
+      .values({ upload_id: u.id, part_number: input.partNumber, checksum, storage_etag: stored.etag, created: now, updated: now })
+      .onConflict((oc) => oc.columns(['upload_id', 'part_number']).doUpdateSet({ checksum, storage_etag: stored.etag, updated: now }))
+      .execute();
+  });
+  if (!backend.finalize && backend.name === 'fs') ctx.hasher?.partStored(u, file.uri!, input.partNumber);
+  const start = input.partNumber * u.partSize;
+  return { partNumber: input.partNumber, checksum, storageEtag: stored.etag, startByte: start, endByte: start + expected, created: now, updated: now };
+}
+
+function partFailure(e: unknown, source: Readable, meter: MeasuringStream): unknown {
+  if (isAppError(e)) return e;
+  if (meter.errored && isAppError(meter.errored)) return meter.errored;
+  if (source.errored || source.destroyed || (e as Error)?.name === 'AbortError') return new AppError('CLIENT_DISCONNECTED', {}, { cause: e });
+  if (isStorageError(e)) return new AppError('STORAGE_UNAVAILABLE', {}, { cause: e });
+  return e;
+}
+
+async function onPartFailure(ctx: DomainContext, u: MultipartUpload, partNumber: number): Promise<void> {
+  if (ctx.config.multipartAbortOnPartFailure) {
+    await abortUpload(ctx, u.id, { reason: `part ${partNumber} failed` }).catch((e) => {
+      if (!isAppError(e)) throw e;
+    });
+    return;
+  }
+  // The part's bytes were partly overwritten: its old record no longer describes them.
+  await ctx.db.deleteFrom('parts').where('upload_id', '=', u.id).where('part_number', '=', partNumber).execute();
+}
+
+/**
+ * Aborts an upload: in one transaction its parts, its row and its file instance go, the reservation
+ * is released, and the removal of the bytes is queued for the worker.
+ */
+export async function abortUpload(ctx: DomainContext, uploadId: string, opts: { reason?: string; checkLock?: boolean; allowStates?: UploadState[] } = {}): Promise<void> {
+  const allow = opts.allowStates ?? ['in_progress'];
+  await transaction(ctx.db, async (tx) => {
+    const u = await findUpload(tx, uploadId);
+    if (!u) throw new AppError('UPLOAD_NOT_FOUND');
+    if (!allow.includes(u.state)) {
+      throw u.state === 'completing' ? new AppError('MULTIPART_ALREADY_COMPLETED') : new AppError('UPLOAD_NOT_FOUND');
+    }
+    if (opts.checkLock) await lockBucketForWrite(tx, u.bucketId);
+    await removeUploadRows(tx, ctx, u);
+  });
+  ctx.queue.wake();
+  ctx.hasher?.forget(uploadId);
+  ctx.log.info({ uploadId, reason: opts.reason ?? 'client request' }, 'multipart upload aborted');
+}
+
+async function removeUploadRows(tx: Tx, ctx: DomainContext, u: MultipartUpload): Promise<void> {
+  const file = await tx.selectFrom('files').select(['uri']).where('id', '=', u.fileId).executeTakeFirst();
+  await tx.deleteFrom('parts').where('upload_id', '=', u.id).execute();
+  await tx.deleteFrom('multipart_uploads').where('id', '=', u.id).execute();
+  // Every upload row holds its reservation until the row goes.
+  await tx.updateTable('buckets').set({ reserved_size: sql`reserved_size - ${u.size}` }).where('id', '=', u.bucketId).execute();
+  await tx.deleteFrom('files').where('id', '=', u.fileId).execute();
+  if (file?.uri) await ctx.queue.enqueue(tx, 'remove-file-data', { uri: file.uri, multipartRef: u.storageRef ?? undefined, initialized: true });
+}
+
+/**
+ * Asks for completion: refused while parts are missing; otherwise the upload moves to `completing`
+ * and the merge task is queued in the same transaction. The version id is fixed now.
+ */
+export async function requestCompletion(ctx: DomainContext, u: MultipartUpload): Promise<MultipartUpload> {
+  await checkWritable(ctx, u);
+  const versionId = newId();
+  const now = nowMicros();
+  await transaction(ctx.db, async (tx) => {
+    await lockBucketForWrite(tx, u.bucketId);
+    const n = await tx
+      .selectFrom('parts')
+      .select((eb) => eb.fn.countAll<number>().as('n'))
+      .where('upload_id', '=', u.id)
+      .executeTakeFirstOrThrow();
+    if (Number(n.n) !== u.lastPartNumber + 1) throw new AppError('MULTIPART_MISSING_PARTS');
+    const r = await tx
+      .updateTable('multipart_uploads')
+      .set({ state: 'completing', version_id: versionId, updated: now })
+      .where('id', '=', u.id)
+      .where('state', '=', 'in_progress')
+      .executeTakeFirst();
+    if (Number(r.numUpdatedRows) !== 1) throw new AppError('MULTIPART_ALREADY_COMPLETED');
+    await ctx.queue.enqueue(tx, 'complete-multipart', { uploadId: u.id }, { maxAttempts: 5 });
+  });
+  ctx.queue.wake();
+  // Without an in-process worker the merge runs in another process, which cannot use this digest.
+  if (!ctx.config.worker) ctx.hasher?.forget(u.id);
+  return { ...u, state: 'completing', versionId, updated: now };
+}
+
+/** Outcome of a completion, as a waiting client sees it. */
+export type CompletionStatus =
+  | { state: 'completing' }
+  | { state: 'completed'; version: ObjectVersion }
+  | { state: 'failed'; error: string }
+  | { state: 'gone' };
+
+export async function completionStatus(db: Executor, u: MultipartUpload): Promise<CompletionStatus> {
+  const row = await findUpload(db, u.id);
+  if (row?.state === 'completing') return { state: 'completing' };
+  if (row?.state === 'failed') return { state: 'failed', error: row.error ?? 'completion failed' };
+  if (u.versionId) {
+    const v = await findVersion(db, u.bucketId, u.key, u.versionId);
+    if (v) return { state: 'completed', version: v };
+  }
+  return { state: 'gone' };
+}
+
+/**
+ * The merge, run by the worker: reads the file once, checking every part's MD5 and computing the
+ * whole file's MD5 (plain MD5 of the content), then in one transaction makes the file readable,
+ * creates the head version pointing at it (no copy), moves the reservation into the bucket size
+ * and removes the upload. Idempotent: a second run finds nothing to do.
+ */
+export async function completeUpload(ctx: DomainContext, uploadId: string, signal?: AbortSignal): Promise<ObjectVersion | null> {
+  const u = await findUpload(ctx.db, uploadId);
+  if (!u || u.state !== 'completing' || !u.versionId) return null;
+  const parts = await listParts(ctx.db, u);
+  const file = await ctx.db.selectFrom('files').selectAll().where('id', '=', u.fileId).executeTakeFirstOrThrow();
+  const backend = ctx.storage.forUri(file.uri!);
+  if (backend.finalize) {
+    await backend.finalize(file.uri!, u.storageRef, parts.map((p) => ({ partNumber: p.partNumber, etag: p.storageEtag })));
+  }
+  // The digest computed while parts arrived, when it is complete and matches every recorded part;
+  // otherwise one pass over the file, checking each part's MD5 on the way.
+  let checksum = (await ctx.hasher?.finish(u.id, parts)) ?? null;
+  if (checksum === null) {
+    const r = await hashWholeFile(backend, file.uri!, u, parts, signal);
+    if (r.badPart !== null) {
+      const error = `part ${r.badPart} does not match its checksum`;
+      // Kept as `failed` so a waiting client learns why; the expiry task removes it and its file.
+      await ctx.db.updateTable('multipart_uploads').set({ state: 'failed', error, updated: nowMicros() }).where('id', '=', u.id).where('state', '=', 'completing').execute();
+      ctx.log.error({ uploadId: u.id, error }, 'multipart completion failed');
+      return null;
+    }
+    checksum = r.checksum;
+  }
+  const now = nowMicros();
+  const version = await commitNewVersion(
+    ctx,
+    {
+      bucketId: u.bucketId,
+      key: u.key,
+      file: { existingId: u.fileId, size: u.size },
+      mimetype: chooseMimetype(u.key, undefined),
+      tags: {},
+      versionId: u.versionId,
+      releaseReservation: u.size,
+    },
+    {
+      inTransaction: async (tx) => {
+        const r = await tx.deleteFrom('multipart_uploads').where('id', '=', u.id).where('state', '=', 'completing').executeTakeFirst();
+        if (Number(r.numDeletedRows) !== 1) throw new AppError('UPLOAD_NOT_FOUND');
+        await tx.deleteFrom('parts').where('upload_id', '=', u.id).execute();
+        await tx.updateTable('files').set({ readable: 1, writable: 0, checksum, updated: now }).where('id', '=', u.fileId).execute();
+      },
+    },
+  );
+  ctx.signals.send('file-uploaded', { obj: version });
+  return version;
+}
+
+/** Reads the whole file once: the file's MD5, and the first part whose MD5 differs from its record. */
+async function hashWholeFile(
+  backend: import('../storage/backend.js').StorageBackend,
+  uri: string,
+  u: MultipartUpload,
+  parts: Part[],
+  signal?: AbortSignal,
+): Promise<{ checksum: string; badPart: number | null }> {
+  const whole = createHash('md5');
+  let partHash = createHash('md5');
+  let partIndex = 0;
+  let inPart = 0;
+  let bad: number | null = null;
+  const stream = await backend.open(uri);
+  for await (const chunk of stream as AsyncIterable<Buffer>) {
+    if (signal?.aborted) {
+      stream.destroy();
+      throw signal.reason;
+    }
+    whole.update(chunk);
+    let off = 0;
+    while (off < chunk.length) {
+      const take = Math.min(expectedPartSize(u, partIndex) - inPart, chunk.length - off);
+      partHash.update(chunk.subarray(off, off + take));
+      off += take;
+      inPart += take;
+      if (inPart === expectedPartSize(u, partIndex)) {
+        if (bad === null && `md5:${partHash.digest('hex')}` !== parts[partIndex]?.checksum) bad = partIndex;
+        partHash = createHash('md5');
+        partIndex++;
+        inPart = 0;
+      }
+    }
+  }
+  return { checksum: `md5:${whole.digest('hex')}`, badPart: bad };
+}
+
+/** Aborts every upload older than FILES_REST_MULTIPART_EXPIRES days, and failed ones. */
+export async function expireUploads(ctx: DomainContext): Promise<number> {
+  const cutoff = nowMicros() - ctx.config.multipartExpires * DAY_MICROS;
+  const rows = await ctx.db
+    .selectFrom('multipart_uploads')
+    .select(['id', 'state'])
+    .where((eb) => eb.or([eb.and([eb('state', '=', 'in_progress'), eb('created', '<', cutoff)]), eb('state', '=', 'failed')]))
+    .limit(1000)
+    .execute();
+  let n = 0;
+  for (const r of rows) {
+    try {
+      await abortUpload(ctx, r.id, { reason: r.state === 'failed' ? 'failed completion' : 'expired', allowStates: ['in_progress', 'failed'] });
+      n++;
+    } catch (e) {
+      if (!isAppError(e)) throw e;
+    }
+  }
+  return n;
+}

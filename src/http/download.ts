@@ -1,0 +1,213 @@
+import { isAbsolute, relative, sep } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { AppError, isAppError } from '../errors.js';
+import type { DomainContext } from '../domain/context.js';
+import type { ObjectVersion } from '../domain/models.js';
+import { sanitizeMimetype } from '../domain/mimetype.js';
+import { basename } from '../domain/keys.js';
+import { isStorageError, type ByteRange } from '../storage/backend.js';
+import { httpDate } from '../util/time.js';
+import { getLocationById } from '../domain/locations.js';
+import type { FileInstance } from '../domain/models.js';
+
+/** Headers that stop a browser from rendering or running what it downloads from us. */
+export const SECURITY_HEADERS: Record<string, string> = {
+  'content-security-policy': "default-src 'none';",
+  'x-content-type-options': 'nosniff',
+  'x-download-options': 'noopen',
+  'x-permitted-cross-domain-policies': 'none',
+  'x-frame-options': 'deny',
+  'x-xss-protection': '1; mode=block',
+};
+
+/** `attachment; filename=…` with an ASCII fallback and an RFC 5987 `filename*` for other names. */
+export function contentDisposition(key: string, attachment: boolean): string {
+  if (!attachment) return 'inline';
+  const name = basename(key);
+  const ascii = name.normalize('NFKD').replace(/[^\x20-\x7e]/g, '');
+  const quoted = /^[A-Za-z0-9!#$&+.^_`|~-]+$/.test(ascii) ? ascii : `"${ascii.replace(/["\\]/g, '\\$&')}"`;
+  if (ascii === name) return `attachment; filename=${quoted}`;
+  const star = encodeURIComponent(name).replace(/['()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
+  return `attachment; filename=${quoted || '""'}; filename*=UTF-8''${star}`;
+}
+
+function etagMatches(header: string, etag: string, weak: boolean): boolean {
+  const strip = (t: string) => (weak ? t.replace(/^W\//, '') : t);
+  return header.split(',').some((t) => {
+    const tag = t.trim();
+    return tag === '*' || strip(tag) === strip(etag);
+  });
+}
+
+function parseDate(h: string | undefined): number | null {
+  if (!h) return null;
+  const t = Date.parse(h);
+  return Number.isNaN(t) ? null : Math.floor(t / 1000);
+}
+
+/** Parses `Range: bytes=…` for a file of `size` bytes: a range, 'ignore' or 'unsatisfiable'. */
+export function parseRange(header: string, size: number): ByteRange | 'ignore' | 'unsatisfiable' {
+  const m = /^\s*bytes\s*=\s*(.+)$/i.exec(header);
+  if (!m) return 'unsatisfiable';
+  const specs = m[1]!.split(',').map((s) => s.trim());
+  // Several ranges would need a multipart/byteranges body; a full 200 answer is allowed instead.
+  if (specs.length > 1) return 'ignore';
+  const r = /^(\d*)\s*-\s*(\d*)$/.exec(specs[0]!);
+  if (!r || (r[1] === '' && r[2] === '')) return 'unsatisfiable';
+  if (r[1] === '') {
+    const suffix = Number(r[2]);
+    if (suffix === 0 || size === 0) return 'unsatisfiable';
+    return { start: Math.max(size - suffix, 0), end: size - 1 };
+  }
+  const start = Number(r[1]);
+  const end = r[2] === '' ? size - 1 : Math.min(Number(r[2]), size - 1);
+  if (start >= size || start > end) return 'unsatisfiable';
+  return { start, end };
+}
+
+/**
+ * Answers a download: sanitised type, disposition, checksum headers (ETag, Content-MD5 in base64,
+ * Repr-Digest), conditional requests (304/412) and single byte ranges (206/416).
+ * The download signal is sent only when bytes were actually served.
+ */
+export async function sendDownload(
+  ctx: DomainContext,
+  req: FastifyRequest,
+  reply: FastifyReply,
+  version: ObjectVersion,
+  opts: { attachment: boolean },
+): Promise<FastifyReply> {
+  const file = version.file;
+  if (!file) throw new AppError('VERSION_IS_DELETE_MARKER');
+  if (!file.readable || !file.uri) throw new AppError('STORAGE_UNAVAILABLE');
+  if (file.lastCheck === false && !ctx.config.serveCorruptedFiles) throw new AppError('FILE_CORRUPTED');
+  const served = sanitizeMimetype(version.mimetype, version.key);
+  const etag = `"${file.checksum}"`;
+  const lastModifiedSec = Math.floor(file.updated / 1_000_000);
+  const headers: Record<string, string> = {
+    ...SECURITY_HEADERS,
+    'content-type': served.contentType,
+    'content-disposition': contentDisposition(version.key, opts.attachment || served.forceAttachment),
+    etag,
+    'last-modified': httpDate(file.updated),
+    'cache-control': 'no-cache',
+  };
+  const [algo, hex] = (file.checksum ?? '').split(':');
+  if (algo === 'md5' && hex) {
+    const b64 = Buffer.from(hex, 'hex').toString('base64');
+    headers['content-md5'] = b64;
+    headers['repr-digest'] = `md5=:${b64}:`;
+  }
+  if (ctx.config.allowRangeRequests) headers['accept-ranges'] = 'bytes';
+  reply.headers(headers);
+
+  // Preconditions (RFC 9110 §13.2.2 order).
+  const h = req.headers;
+  if (h['if-match'] !== undefined && !etagMatches(h['if-match'], etag, false)) throw new AppError('PRECONDITION_FAILED');
+  if (h['if-match'] === undefined) {
+    const ius = parseDate(h['if-unmodified-since']);
+    if (ius !== null && lastModifiedSec > ius) throw new AppError('PRECONDITION_FAILED');
+  }
+  if (h['if-none-match'] !== undefined) {
+    if (etagMatches(h['if-none-match'], etag, true)) return reply.code(304).send();
+  } else {
+    const ims = parseDate(h['if-modified-since']);
+    if (ims !== null && lastModifiedSec <= ims) return reply.code(304).send();
+  }
+
+  let range: ByteRange | null = null;
+  if (ctx.config.allowRangeRequests && typeof h.range === 'string') {
+    let useRange = true;
+    const ifRange = typeof h['if-range'] === 'string' ? h['if-range'] : undefined;
+    if (ifRange !== undefined) {
+      useRange = ifRange.startsWith('"') || ifRange.startsWith('W/') ? ifRange === etag : parseDate(ifRange) === lastModifiedSec;
+    }
+    if (useRange) {
+      const r = parseRange(h.range, file.size);
+      if (r === 'unsatisfiable') {
+        throw new AppError('RANGE_NOT_SATISFIABLE', {}, { headers: { 'content-range': `bytes */${file.size}` } });
+      }
+      if (r !== 'ignore') range = r;
+    }
+  }
+  // X-Accel-Redirect: the same status and headers, no body; the proxy serves the bytes (and ranges).
+  // HEAD is answered below as usual: no bytes are served, so there is nothing to hand over.
+  if (ctx.config.xsendfileEnabled && req.method === 'GET') {
+    let target: string | null;
+    try {
+      target = await accelRedirectTarget(ctx, file);
+    } catch (e) {
+      if (isAppError(e)) throw e;
+      throw new AppError('STORAGE_UNAVAILABLE', {}, { cause: e });
+    }
+    if (target !== null) {
+      // The proxy serves the ranges (an unsatisfiable one was refused above) and says Accept-Ranges itself.
+      reply.removeHeader('accept-ranges');
+      reply.code(200).header('x-accel-redirect', target).header('content-length', '0');
+      const bytes = range ? range.end - range.start + 1 : file.size;
+      reply.raw.once('finish', () => ctx.signals.send('file-downloaded', { obj: version, bytes, proxied: true }));
+      return reply.send();
+    }
+  }
+
+  const length = range ? range.end - range.start + 1 : file.size;
+  reply.header('content-length', String(length));
+  if (range) reply.code(206).header('content-range', `bytes ${range.start}-${range.end}/${file.size}`);
+  else reply.code(200);
+  if (req.method === 'HEAD') return reply.send();
+
+  const backend = ctx.storage.forUri(file.uri);
+  let stream;
+  try {
+    stream = length === 0 ? null : await backend.open(file.uri, range ?? undefined);
+  } catch (e) {
+    if (isAppError(e)) throw e;
+    if (isStorageError(e, 'missing')) {
+      ctx.log.error({ err: e, fileId: file.id, uri: file.uri }, 'stored file is missing');
+      throw new AppError('FILE_MISSING', {}, { cause: e });
+    }
+    throw new AppError('STORAGE_UNAVAILABLE', {}, { cause: e });
+  }
+  reply.raw.once('finish', () => ctx.signals.send('file-downloaded', { obj: version, bytes: length }));
+  return reply.send(stream ?? '');
+}
+
+/** Reserved first segment (not a possible location name) for proxied URLs such as S3 presigned ones. */
+export const ACCEL_REMOTE_SEGMENT = '_remote';
+
+const warned = new WeakSet<object>();
+
+/**
+ * Where X-Accel-Redirect sends the proxy, or null to stream the file ourselves.
+ * - A file the backend can name by path (fs): `<prefix><location name>/<path relative to the
+ *   location's base>`, so each location needs one internal nginx location aliased to its base
+ *   directory, and no absolute storage path is revealed.
+ * - A file the backend can name by URL (S3 presigned GET): `<prefix>_remote/<scheme>/<host>/<path>?<query>`,
+ *   for an internal nginx location that proxy_passes it.
+ * - Backends without sendFile, and files outside their location's base: null.
+ */
+export async function accelRedirectTarget(ctx: DomainContext, file: FileInstance): Promise<string | null> {
+  const uri = file.uri!;
+  const backend = ctx.storage.forUri(uri);
+  if (!backend.sendFile) return null;
+  const target = await backend.sendFile(uri);
+  const prefix = ctx.config.xsendfilePrefix;
+  if (target.kind === 'url') {
+    const u = new URL(target.url);
+    return `${prefix}${ACCEL_REMOTE_SEGMENT}/${u.protocol.replace(/:$/, '')}/${u.host}${u.pathname}${u.search}`;
+  }
+  if (file.locationId !== null) {
+    const location = await getLocationById(ctx.db, file.locationId);
+    const base = location.uri.startsWith('file://') ? fileURLToPath(location.uri) : location.uri;
+    const rel = relative(base, target.path);
+    if (rel && !rel.startsWith('..') && !isAbsolute(rel)) {
+      return `${prefix}${location.name}/${rel.split(sep).map(encodeURIComponent).join('/')}`;
+    }
+  }
+  if (!warned.has(ctx)) {
+    warned.add(ctx);
+    ctx.log.warn({ fileId: file.id, uri }, 'X-Accel-Redirect: file is not under its location; streaming it instead');
+  }
+  return null;
+}

@@ -1,0 +1,13 @@
+export { loadConfig, type Config, ConfigError } from './config.js';
+export { createServer, startServer, openCore, createWorker, type Server, type Core } from './service.js';
+export type { StorageBackend, ByteRange, ProxyTarget } from './storage/backend.js';
+export { StorageError } from './storage/backend.js';
+export type { PermissionFactory, Permission, PermissionArgs, Identity, Resource, Authenticator } from './auth/permissions.js';
+export { ACTIONS, type Action } from './auth/actions.js';
+export { SIGNAL_NAMES, type Signals, type SignalName, type SignalHandler, type SignalDetails, type SignalDetailsMap } from './domain/signals.js';
+export type { ObjectVersion, FileInstance, Bucket, Location } from './domain/models.js';
+export { signBody, SIGNATURE_HEADER, type WebhookBody } from './tasks/webhooks.js';
+export type { SizeLimiter } from './domain/limits.js';
+export type { UploadAdapter } from './http/upload.js';
+export type { PartAdapter } from './http/part-adapters.js';
+export { ERRORS, AppError, type ErrorCode } from './errors.js';

@@ -1,0 +1,114 @@
+import type { Readable } from 'node:stream';
+
+/** An inclusive byte range, as in HTTP `Range: bytes=start-end`. */
+export interface ByteRange {
+  start: number;
+  end: number;
+}
+
+export interface WriteOptions {
+  signal?: AbortSignal;
+}
+
+/** Where one part of a multipart upload goes. */
+export interface PartWrite extends WriteOptions {
+  /** Zero-based part number. */
+  partNumber: number;
+  /** Byte offset of the part in the whole file (partNumber × part size). */
+  offset: number;
+  /** Exact size of this part. */
+  size: number;
+  /** What `initialize` returned for this file (e.g. an S3 multipart upload id), or null. */
+  ref: string | null;
+}
+
+/** A stored part, as `update` reports it and `finalize` needs it back. */
+export interface StoredPart {
+  partNumber: number;
+  /** Backend-specific tag of the part (S3 ETag); null when the backend needs none. */
+  etag: string | null;
+}
+
+/** Where a web proxy can fetch a file from itself (X-Accel-Redirect). */
+export type ProxyTarget = { kind: 'path'; path: string } | { kind: 'url'; url: string };
+
+export interface StoredObjectInfo {
+  uri: string;
+  size: number;
+  /** Last modification, milliseconds since the epoch. */
+  modified: number;
+}
+
+/**
+ * A storage backend keeps the bytes of file instances. It knows nothing of HTTP, buckets or keys:
+ * it is given URIs it generated itself (`makeUri`) and streams.
+ *
+ * Required: `makeUri`, `initialize`, `open`, `save`, `update`, `delete`.
+ * Optional capabilities (callers test for them): `sendFile`, `checksum`, `copy`, `stat`, `list`.
+ * Hashing is not the backend's job: the upload pipeline hashes bytes as they pass
+ * (see `storage/measure.ts`), so every backend produces the same checksums.
+ *
+ * @example A backend module for FILES_REST_STORAGE_FACTORY=./my-backend.js
+ * ```js
+ * export default function factory(config) {
+ *   return { name: 'mine', handles: (uri) => uri.startsWith('mine://'), makeUri, initialize, open, save, update, delete: remove };
+ * }
+ * ```
+ */
+export interface StorageBackend {
+  readonly name: string;
+  /** True when this backend stores files for a location or file URI like this one. */
+  handles(uri: string): boolean;
+  /** Normalises a location URI given by an operator (e.g. a relative path made absolute). */
+  normalizeLocationUri(uri: string): string;
+  /** A new, unique URI under the location's base for the file instance with this id. */
+  makeUri(locationUri: string, fileId: string): string;
+  /**
+   * Prepares a file of exactly `size` bytes that `update` then fills part by part (multipart uploads).
+   * Returns an opaque reference the caller stores and hands back (S3: the multipart upload id), or null.
+   */
+  initialize(uri: string, size: number, opts: { partSize: number }): Promise<string | null>;
+  /** Reads the file, whole or one range. Rejects with StorageError('missing') when there is no file. */
+  open(uri: string, range?: ByteRange): Promise<Readable>;
+  /**
+   * Writes a whole new file from `source`. Readers never see a partial file at `uri`: the bytes go to
+   * a temporary name and are moved into place, durably, only once complete. On error nothing remains.
+   */
+  save(uri: string, source: Readable, opts?: WriteOptions): Promise<{ size: number }>;
+  /** Writes one part (exactly the bytes of `source`) into an initialised file, durably. Re-writing a part replaces it. */
+  update(uri: string, source: Readable, part: PartWrite): Promise<{ size: number; etag: string | null }>;
+  /** Removes the file (and what only it needed, such as empty directories). Missing files are not an error. */
+  delete(uri: string): Promise<void>;
+
+  /**
+   * Makes an initialised file whole once every part is written (S3: CompleteMultipartUpload). Backends
+   * that write parts in place (fs) have nothing to do and leave this out.
+   */
+  finalize?(uri: string, ref: string | null, parts: StoredPart[]): Promise<void>;
+  /** Drops an initialised file that will never be finalized (S3: AbortMultipartUpload). */
+  abortInitialized?(uri: string, ref: string | null): Promise<void>;
+
+  /** Where a proxy can read the file from, for X-Accel-Redirect; absent when the backend cannot say. */
+  sendFile?(uri: string): Promise<ProxyTarget>;
+  /** Copies a stored file to a new URI of this backend without passing the bytes through Node. */
+  copy?(srcUri: string, dstUri: string): Promise<void>;
+  /** Size of the stored file, or null when it does not exist. */
+  stat?(uri: string): Promise<{ size: number } | null>;
+  /** Every stored file under a location, for reconciliation. Temporary leftovers are reported too. */
+  list?(locationUri: string): AsyncIterable<StoredObjectInfo>;
+  /** Checks that the storage is reachable (readiness). */
+  ping?(locationUri: string): Promise<void>;
+}
+
+export type StorageErrorKind = 'missing' | 'unavailable';
+
+export class StorageError extends Error {
+  constructor(readonly kind: StorageErrorKind, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'StorageError';
+  }
+}
+
+export function isStorageError(e: unknown, kind?: StorageErrorKind): e is StorageError {
+  return e instanceof StorageError && (kind === undefined || e.kind === kind);
+}

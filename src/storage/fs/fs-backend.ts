@@ -1,0 +1,260 @@
+import { constants } from 'node:fs';
+import { mkdir, open, readdir, rename, rmdir, stat, unlink, type FileHandle } from 'node:fs/promises';
+import { dirname, join, relative, resolve, sep } from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { pipeline } from 'node:stream/promises';
+import { Writable, type Readable } from 'node:stream';
+import { fileURLToPath } from 'node:url';
+import { StorageError, type ByteRange, type PartWrite, type StorageBackend, type StoredObjectInfo, type WriteOptions } from '../backend.js';
+
+export interface FsBackendOptions {
+  splitLength: number;
+  dimensions: number;
+  /** Read buffer size: 1 MiB streams about three times faster than Node's 64 KiB default. */
+  readHighWaterMark?: number;
+}
+
+const TMP_SUFFIX = '.tmp';
+const COALESCE = 1024 * 1024;
+
+function toPath(uri: string): string {
+  return uri.startsWith('file://') ? fileURLToPath(uri) : uri;
+}
+
+function isNotFound(e: unknown): boolean {
+  return (e as NodeJS.ErrnoException)?.code === 'ENOENT';
+}
+
+async function fsyncDir(dir: string): Promise<void> {
+  const h = await open(dir, constants.O_RDONLY);
+  try {
+    await h.sync();
+  } finally {
+    await h.close();
+  }
+}
+
+/**
+ * A writable that gathers small chunks into large writes at explicit positions, so a request body
+ * arriving in 16–64 KiB pieces costs one syscall per megabyte. It copies into one buffer of its own,
+ * reused for every write, rather than allocating a new megabyte each time (less garbage, less RSS).
+ */
+class PositionalWriter extends Writable {
+  readonly #buf = Buffer.allocUnsafe(COALESCE);
+  #len = 0;
+  written = 0;
+  constructor(private readonly handle: FileHandle, private position: number) {
+    super({ highWaterMark: COALESCE });
+  }
+  async #writeAll(buf: Buffer): Promise<void> {
+    let off = 0;
+    while (off < buf.length) {
+      const { bytesWritten } = await this.handle.write(buf, off, buf.length - off, this.position);
+      off += bytesWritten;
+      this.position += bytesWritten;
+    }
+  }
+  async #flushPending(): Promise<void> {
+    if (this.#len === 0) return;
+    const n = this.#len;
+    this.#len = 0;
+    await this.#writeAll(this.#buf.subarray(0, n));
+  }
+  async #append(chunk: Buffer): Promise<void> {
+    let off = 0;
+    while (off < chunk.length) {
+      if (this.#len === 0 && chunk.length - off >= COALESCE) {
+        // A large chunk goes straight to the file.
+        await this.#writeAll(chunk.subarray(off));
+        return;
+      }
+      const take = Math.min(COALESCE - this.#len, chunk.length - off);
+      chunk.copy(this.#buf, this.#len, off, off + take);
+      this.#len += take;
+      off += take;
+      if (this.#len === COALESCE) await this.#flushPending();
+    }
+  }
+  override _write(chunk: Buffer, _enc: BufferEncoding, cb: (e?: Error | null) => void): void {
+    this.written += chunk.length;
+    this.#append(chunk).then(() => cb(), cb);
+  }
+  override _final(cb: (e?: Error | null) => void): void {
+    this.#flushPending().then(() => cb(), cb);
+  }
+}
+
+/**
+ * Local file-system storage. A file instance lives at
+ * `<location>/<split>/<split>/…/<rest of the id>/data`, so a key never becomes a path.
+ */
+export class FsBackend implements StorageBackend {
+  readonly name = 'fs';
+  readonly #readHwm: number;
+  constructor(private readonly opts: FsBackendOptions) {
+    this.#readHwm = opts.readHighWaterMark ?? COALESCE;
+  }
+
+  handles(uri: string): boolean {
+    return uri.startsWith('/') || uri.startsWith('file://') || uri.startsWith('.') || !/^[a-z][a-z0-9+.-]*:/i.test(uri);
+  }
+
+  normalizeLocationUri(uri: string): string {
+    return resolve(toPath(uri));
+  }
+
+  makeUri(locationUri: string, fileId: string): string {
+    const { splitLength: s, dimensions: d } = this.opts;
+    const base = toPath(locationUri);
+    const parts: string[] = [];
+    for (let i = 0; i < d; i++) parts.push(fileId.slice(i * s, (i + 1) * s));
+    parts.push(fileId.slice(d * s));
+    return join(base, ...parts, 'data');
+  }
+
+  async initialize(uri: string, size: number): Promise<string | null> {
+    const path = toPath(uri);
+    await mkdir(dirname(path), { recursive: true });
+    const h = await open(path, 'w');
+    try {
+      await h.truncate(size);
+      await h.sync();
+    } finally {
+      await h.close();
+    }
+    await fsyncDir(dirname(path));
+    return null;
+  }
+
+  async open(uri: string, range?: ByteRange): Promise<Readable> {
+    const path = toPath(uri);
+    let handle: FileHandle;
+    try {
+      handle = await open(path, 'r');
+    } catch (e) {
+      if (isNotFound(e)) throw new StorageError('missing', `no file at ${path}`, { cause: e });
+      throw new StorageError('unavailable', `cannot open ${path}: ${(e as Error).message}`, { cause: e });
+    }
+    // A read buffer no larger than what will be read: a 4 KiB download must not allocate a megabyte.
+    const length = range ? range.end - range.start + 1 : (await handle.stat()).size;
+    const highWaterMark = Math.max(16 * 1024, Math.min(this.#readHwm, length));
+    // The stream owns the handle and closes it when it ends or is destroyed.
+    return handle.createReadStream({ start: range?.start, end: range?.end, highWaterMark });
+  }
+
+  async save(uri: string, source: Readable, opts: WriteOptions = {}): Promise<{ size: number }> {
+    const path = toPath(uri);
+    const dir = dirname(path);
+    await mkdir(dir, { recursive: true });
+    const tmp = `${path}.${randomBytes(6).toString('hex')}${TMP_SUFFIX}`;
+    const handle = await open(tmp, 'wx');
+    let ok = false;
+    try {
+      const writer = new PositionalWriter(handle, 0);
+      await pipeline(source, writer, { signal: opts.signal });
+      await handle.sync();
+      await handle.close();
+      await rename(tmp, path);
+      await fsyncDir(dir);
+      ok = true;
+      return { size: writer.written };
+    } finally {
+      if (!ok) {
+        await handle.close().catch(() => {});
+        await unlink(tmp).catch(() => {});
+        await this.#removeEmptyDirs(dir);
+      }
+    }
+  }
+
+  async update(uri: string, source: Readable, part: PartWrite): Promise<{ size: number; etag: string | null }> {
+    const path = toPath(uri);
+    let handle: FileHandle;
+    try {
+      handle = await open(path, 'r+');
+    } catch (e) {
+      if (isNotFound(e)) throw new StorageError('missing', `no file at ${path}`, { cause: e });
+      throw e;
+    }
+    try {
+      const writer = new PositionalWriter(handle, part.offset);
+      await pipeline(source, writer, { signal: part.signal });
+      await handle.sync();
+      return { size: writer.written, etag: null };
+    } finally {
+      await handle.close().catch(() => {});
+    }
+  }
+
+  async delete(uri: string): Promise<void> {
+    const path = toPath(uri);
+    try {
+      await unlink(path);
+    } catch (e) {
+      if (!isNotFound(e)) throw e;
+    }
+    await this.#removeEmptyDirs(dirname(path));
+  }
+
+  async sendFile(uri: string) {
+    return { kind: 'path' as const, path: toPath(uri) };
+  }
+
+  async stat(uri: string): Promise<{ size: number } | null> {
+    try {
+      const s = await stat(toPath(uri));
+      return { size: s.size };
+    } catch (e) {
+      if (isNotFound(e)) return null;
+      throw e;
+    }
+  }
+
+  async *list(locationUri: string): AsyncIterable<StoredObjectInfo> {
+    const base = toPath(locationUri);
+    const walk = async function* (dir: string): AsyncIterable<StoredObjectInfo> {
+      let entries;
+      try {
+        entries = await readdir(dir, { withFileTypes: true });
+      } catch (e) {
+        if (isNotFound(e)) return;
+        throw e;
+      }
+      for (const ent of entries) {
+        const p = join(dir, ent.name);
+        if (ent.isDirectory()) yield* walk(p);
+        else if (ent.isFile()) {
+          const s = await stat(p).catch(() => null);
+          if (s) yield { uri: p, size: s.size, modified: s.mtimeMs };
+        }
+      }
+    };
+    yield* walk(base);
+  }
+
+  async ping(locationUri: string): Promise<void> {
+    const base = toPath(locationUri);
+    await mkdir(base, { recursive: true });
+    await stat(base);
+  }
+
+  /** Removes now-empty directories between the file and its location base (stops at the first non-empty one). */
+  async #removeEmptyDirs(dir: string): Promise<void> {
+    const depth = this.opts.dimensions + 1;
+    let d = dir;
+    for (let i = 0; i < depth; i++) {
+      try {
+        await rmdir(d);
+      } catch {
+        return;
+      }
+      const parent = dirname(d);
+      if (parent === d || relative(parent, d).includes(sep)) return;
+      d = parent;
+    }
+  }
+}
+
+export function isTemporaryUri(uri: string): boolean {
+  return uri.endsWith(TMP_SUFFIX);
+}

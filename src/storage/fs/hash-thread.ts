@@ -1,0 +1,60 @@
+/**
+ * Runs in a worker thread: keeps one running MD5 per multipart upload and extends it with byte
+ * ranges of a local file, in the order it is told. Hashing here keeps the main thread (HTTP) free:
+ * on a 2-core machine the whole-file digest is computed on the other core while parts arrive.
+ */
+import { parentPort } from 'node:worker_threads';
+import { createHash, type Hash } from 'node:crypto';
+import { open } from 'node:fs/promises';
+
+type Msg =
+  | { type: 'range'; seq: number; id: string; path: string; start: number; end: number }
+  | { type: 'digest'; seq: number; id: string }
+  | { type: 'drop'; id: string };
+
+const hashes = new Map<string, Hash>();
+const BUF = Buffer.allocUnsafe(1024 * 1024);
+
+async function hashRange(m: Extract<Msg, { type: 'range' }>): Promise<string> {
+  let whole = hashes.get(m.id);
+  if (!whole) {
+    whole = createHash('md5');
+    hashes.set(m.id, whole);
+  }
+  const part = createHash('md5');
+  const fh = await open(m.path, 'r');
+  try {
+    let pos = m.start;
+    while (pos < m.end) {
+      const { bytesRead } = await fh.read(BUF, 0, Math.min(BUF.length, m.end - pos), pos);
+      if (bytesRead === 0) throw new Error(`file ended at ${pos}, expected ${m.end}`);
+      const chunk = BUF.subarray(0, bytesRead);
+      whole.update(chunk);
+      part.update(chunk);
+      pos += bytesRead;
+    }
+  } finally {
+    await fh.close();
+  }
+  return part.digest('hex');
+}
+
+let chain: Promise<void> = Promise.resolve();
+parentPort!.on('message', (m: Msg) => {
+  // One message at a time, in order: ranges of an upload must be hashed in sequence.
+  chain = chain.then(async () => {
+    try {
+      if (m.type === 'range') parentPort!.postMessage({ seq: m.seq, ok: true, value: await hashRange(m) });
+      else if (m.type === 'digest') {
+        const h = hashes.get(m.id);
+        hashes.delete(m.id);
+        parentPort!.postMessage({ seq: m.seq, ok: true, value: h ? h.digest('hex') : null });
+      } else hashes.delete(m.id);
+    } catch (e) {
+      if (m.type !== 'drop') {
+        hashes.delete(m.id);
+        parentPort!.postMessage({ seq: m.seq, ok: false, value: String((e as Error).message) });
+      }
+    }
+  });
+});

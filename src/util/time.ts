@@ -1,0 +1,23 @@
+/** Timestamps are stored as integer microseconds since the epoch: portable, sortable and exact. */
+let last = 0;
+
+/** Current time in microseconds; strictly increasing within this process. */
+export function nowMicros(): number {
+  const t = Math.floor((performance.timeOrigin + performance.now()) * 1000);
+  last = t > last ? t : last + 1;
+  return last;
+}
+
+/** ISO 8601 with microseconds and an explicit UTC offset, as the reference prints: 2026-07-20T09:14:03.512345+00:00 */
+export function isoMicros(us: number): string {
+  const ms = Math.floor(us / 1000);
+  const base = new Date(ms).toISOString().slice(0, 19);
+  const frac = String(us % 1_000_000).padStart(6, '0');
+  return `${base}.${frac}+00:00`;
+}
+
+export function httpDate(us: number): string {
+  return new Date(Math.floor(us / 1000)).toUTCString();
+}
+
+export const DAY_MICROS = 86_400_000_000;

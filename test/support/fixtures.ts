@@ -1,0 +1,63 @@
+import { mkdtemp } from 'node:fs/promises';
+import { readdir } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Readable } from 'node:stream';
+import { testDatabase, createPgDatabase } from './server.js';
+
+/** Every regular file under a directory (recursively), as paths. */
+export async function filesUnder(dir: string): Promise<string[]> {
+  const out: string[] = [];
+  let entries;
+  try {
+    entries = await readdir(dir, { withFileTypes: true });
+  } catch {
+    return out;
+  }
+  for (const e of entries) {
+    const p = join(dir, e.name);
+    if (e.isDirectory()) out.push(...(await filesUnder(p)));
+    else out.push(p);
+  }
+  return out;
+}
+
+/** A readable of `size` bytes made of a repeated pattern, generated as it is read. */
+export function patternStream(size: number, chunk = 1024 * 1024, seed = 7): Readable {
+  const block = Buffer.alloc(chunk);
+  for (let i = 0; i < chunk; i++) block[i] = (i * 31 + seed) & 0xff;
+  let left = size;
+  return new Readable({
+    read() {
+      if (left <= 0) return this.push(null);
+      const n = Math.min(left, chunk);
+      left -= n;
+      this.push(n === chunk ? block : block.subarray(0, n));
+    },
+  });
+}
+
+/** Environment for a files-rest child process with its own temp dir and database. */
+export async function processEnv(extra: Record<string, string> = {}): Promise<{ env: Record<string, string>; dir: string; drop: () => Promise<void> }> {
+  const dir = await mkdtemp(join(tmpdir(), 'files-rest-proc-'));
+  let databaseUrl = `sqlite:${join(dir, 'db.sqlite')}`;
+  let drop = async () => {};
+  if (testDatabase() === 'postgres') {
+    const pg = await createPgDatabase();
+    databaseUrl = pg.url;
+    drop = pg.drop;
+  }
+  return {
+    dir,
+    drop,
+    env: {
+      HOST: '127.0.0.1',
+      PORT: '0',
+      DATABASE_URL: databaseUrl,
+      FILES_REST_DATA_DIR: join(dir, 'data'),
+      FILES_REST_PERMISSION_FACTORY: 'allow-all',
+      FILES_REST_TASK_POLL_INTERVAL: '50',
+      ...extra,
+    },
+  };
+}

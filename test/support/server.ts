@@ -1,0 +1,131 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { randomBytes } from 'node:crypto';
+import pino from 'pino';
+import { loadConfig, type Config } from '../../src/config.js';
+import { createServer, startServer, type Server } from '../../src/service.js';
+
+export const PG_ADMIN_URL = process.env.TEST_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+
+/** Which database the suite runs on: TEST_DATABASE=postgres or the default SQLite. */
+export function testDatabase(): 'sqlite' | 'postgres' {
+  return process.env.TEST_DATABASE === 'postgres' ? 'postgres' : 'sqlite';
+}
+
+/** Creates a fresh PostgreSQL database for one test server; returns its URL and a drop function. */
+export async function createPgDatabase(): Promise<{ url: string; drop: () => Promise<void> }> {
+  const pg = (await import('pg')).default;
+  const name = `files_rest_test_${randomBytes(6).toString('hex')}`;
+  const admin = new pg.Client({ connectionString: PG_ADMIN_URL });
+  await admin.connect();
+  await admin.query(`create database ${name}`);
+  await admin.end();
+  const url = PG_ADMIN_URL.replace(/\/[^/]*$/, `/${name}`);
+  return {
+    url,
+    drop: async () => {
+      const c = new pg.Client({ connectionString: PG_ADMIN_URL });
+      await c.connect();
+      await c.query(`drop database if exists ${name} with (force)`);
+      await c.end();
+    },
+  };
+}
+
+/** Which storage the HTTP suites use for the default location: TEST_STORAGE=s3 or the file system. */
+export function testStorage(): 'fs' | 's3' {
+  return process.env.TEST_STORAGE === 's3' ? 's3' : 'fs';
+}
+
+/** Every stored file of every location of a running server (through the backends: fs or S3). */
+export async function storedFiles(t: TestServer): Promise<string[]> {
+  const { listLocations } = await import('../../src/domain/locations.js');
+  const ctx = t.server.core.ctx;
+  const out: string[] = [];
+  for (const loc of await listLocations(ctx.db)) {
+    const backend = ctx.storage.forUri(loc.uri);
+    if (backend.list) for await (const f of backend.list(loc.uri)) out.push(f.uri);
+  }
+  return out.sort();
+}
+
+export interface TestServer {
+  url: string;
+  /** URL of the bucket collection (`…/files`). */
+  files: string;
+  server: Server;
+  config: Config;
+  dir: string;
+  databaseUrl: string;
+  env: Record<string, string>;
+  close(): Promise<void>;
+}
+
+/**
+ * Starts a real files-rest server on 127.0.0.1 with its own data directory and database.
+ * `env` holds settings as an operator would write them.
+ */
+export async function startTestServer(env: Record<string, string> = {}): Promise<TestServer> {
+  const dir = await mkdtemp(join(tmpdir(), 'files-rest-test-'));
+  let databaseUrl = `sqlite:${join(dir, 'db.sqlite')}`;
+  let drop = async () => {};
+  if (testDatabase() === 'postgres' && !env.DATABASE_URL) {
+    const pgdb = await createPgDatabase();
+    databaseUrl = pgdb.url;
+    drop = pgdb.drop;
+  }
+  const fullEnv: Record<string, string> = {
+    HOST: '127.0.0.1',
+    PORT: '0',
+    DATABASE_URL: databaseUrl,
+    FILES_REST_DATA_DIR: join(dir, 'data'),
+    FILES_REST_PERMISSION_FACTORY: 'allow-all',
+    FILES_REST_TASK_POLL_INTERVAL: '50',
+    LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
+    ...env,
+  };
+  // TEST_STORAGE=s3: the server's default location is a bucket of an S3-compatible server started
+  // for it (unless the test chose its own storage or location set-up).
+  let s3: { close(): Promise<void> } | null = null;
+  if (testStorage() === 's3' && env.FILES_REST_STORAGE_FACTORY === undefined && env.FILES_REST_AUTO_LOCATION === undefined) {
+    const { startTestS3 } = await import('./s3.js');
+    const started = await startTestS3();
+    s3 = started;
+    await started.createBucket('files-rest-test');
+    Object.assign(fullEnv, started.env, { FILES_REST_STORAGE_FACTORY: 's3', FILES_REST_AUTO_LOCATION: '0' });
+  }
+  let server: Server;
+  let url: string;
+  try {
+    const config = loadConfig(fullEnv);
+    server = await createServer(config, { log: pino({ level: config.logLevel }) });
+    if (s3) {
+      const { createLocation } = await import('../../src/domain/locations.js');
+      await createLocation(server.core.ctx, { name: 'default', uri: 's3://files-rest-test/data', isDefault: true });
+    }
+    url = await startServer(server);
+  } catch (e) {
+    // A start that fails leaves nothing running or behind.
+    await s3?.close();
+    await drop();
+    await rm(dir, { recursive: true, force: true });
+    throw e;
+  }
+  const config = server.core.config;
+  return {
+    url,
+    files: `${url}${config.urlPrefix}/files`,
+    server,
+    config,
+    dir,
+    databaseUrl: fullEnv.DATABASE_URL!,
+    env: fullEnv,
+    async close() {
+      await server.stop();
+      await s3?.close();
+      await drop();
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}
