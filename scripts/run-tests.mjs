@@ -51,7 +51,11 @@ function run(label, env, list = files) {
   const pass = Number(/ℹ pass (\d+)/.exec(out)?.[1] ?? 0);
   const fail = Number(/ℹ fail (\d+)/.exec(out)?.[1] ?? 0);
   const skipped = Number(/ℹ skipped (\d+)/.exec(out)?.[1] ?? 0);
-  return { status: r.status ?? 1, pass, fail, skipped };
+  // The spec reporter ends with a "failing tests" section; keep it to repeat after the summary,
+  // where a log viewer that shows only the tail still sees which test failed and why.
+  const at = out.lastIndexOf('✖ failing tests:');
+  const failures = at >= 0 ? out.slice(at).split('\n').slice(0, 80).join('\n') : '';
+  return { status: r.status ?? 1, pass, fail, skipped, failures };
 }
 
 const results = [];
@@ -74,6 +78,7 @@ for (const [label, r] of results) {
   pass += r.pass; fail += r.fail; skipped += r.skipped;
   if (r.status !== 0) bad = true;
 }
+for (const [label, r] of results) if (r.failures) console.log(`\n--- failures on ${label} ---\n${r.failures}`);
 console.log(`${pass} passed, ${fail} failed, ${skipped} skipped`);
 if (pass === 0) {
   console.error('no test ran');

@@ -436,6 +436,7 @@ describe('Quick start with tokens', () => {
       const first = await spawnFilesRest('serve', env);
       let secret: string;
       try {
+        await first.waitFor(/More tokens:/);
         const m = /^\s+(frt_\S+)\s*$/m.exec(first.output());
         assert.ok(m, `the first start prints a token:\n${first.output()}`);
         secret = m[1]!;
@@ -449,6 +450,9 @@ describe('Quick start with tokens', () => {
 
       const second = await spawnFilesRest('serve', env);
       try {
+        // The token would be printed before the worker starts; wait for both pipes to catch up.
+        await second.waitFor(/task worker started/);
+        await new Promise((r) => setTimeout(r, 200));
         assert.doesNotMatch(second.output(), /frt_/, 'no new token on later starts');
         const admin = { authorization: `Bearer ${secret}` };
         const b = (await req(second.files, { method: 'POST', headers: admin })).json.id as string;

@@ -10,6 +10,11 @@ export interface ServerProcess {
   child: ChildProcess;
   /** stdout+stderr so far */
   output(): string;
+  /**
+   * Resolves once the output matches `re` (stdout and stderr are separate pipes, so a line
+   * written to one after a line on the other can still arrive first); rejects after `ms`.
+   */
+  waitFor(re: RegExp, ms?: number): Promise<void>;
   /** Peak resident memory of the process in bytes (VmHWM). */
   peakRss(): number;
   kill(signal?: NodeJS.Signals): Promise<number | null>;
@@ -59,6 +64,25 @@ export function spawnFilesRest(command: 'serve' | 'worker', env: Record<string, 
           files: `${url}${env.FILES_REST_URL_PREFIX ?? ''}/files`,
           child,
           output: () => out,
+          waitFor: (re, ms = 10_000) =>
+            new Promise<void>((res, rej) => {
+              if (re.test(out)) return res();
+              const t = setTimeout(() => {
+                child.stdout!.off('data', check);
+                child.stderr!.off('data', check);
+                rej(new Error(`files-rest ${command} never printed ${re}:\n${out}`));
+              }, ms);
+              function check() {
+                // onData (registered first) has already appended this chunk to out.
+                if (!re.test(out)) return;
+                clearTimeout(t);
+                child.stdout!.off('data', check);
+                child.stderr!.off('data', check);
+                res();
+              }
+              child.stdout!.on('data', check);
+              child.stderr!.on('data', check);
+            }),
           peakRss: () => {
             const status = readFileSync(`/proc/${child.pid}/status`, 'utf8');
             return Number(/VmHWM:\s+(\d+) kB/.exec(status)?.[1] ?? 0) * 1024;
