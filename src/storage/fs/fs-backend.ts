@@ -35,53 +35,56 @@ async function fsyncDir(dir: string): Promise<void> {
 }
 
 /**
- * A writable that gathers small chunks into large writes at explicit positions, so a request body
- * arriving in 16–64 KiB pieces costs one syscall per megabyte. It copies into one buffer of its own,
- * reused for every write, rather than allocating a new megabyte each time (less garbage, less RSS).
+ * A writable that gathers the chunks of a request body (16–64 KiB each) and writes them with one
+ * `writev` per megabyte at explicit positions: one syscall per megabyte, and no copy and no buffer of
+ * its own (a per-upload megabyte buffer made the garbage collector a fifth of a small-upload server's CPU).
  */
 class PositionalWriter extends Writable {
-  readonly #buf = Buffer.allocUnsafe(COALESCE);
-  #len = 0;
+  #pending: Buffer[] = [];
+  #pendingBytes = 0;
   written = 0;
   constructor(private readonly handle: FileHandle, private position: number) {
     super({ highWaterMark: COALESCE });
   }
-  async #writeAll(buf: Buffer): Promise<void> {
-    let off = 0;
-    while (off < buf.length) {
-      const { bytesWritten } = await this.handle.write(buf, off, buf.length - off, this.position);
-      off += bytesWritten;
-      this.position += bytesWritten;
-    }
-  }
   async #flushPending(): Promise<void> {
-    if (this.#len === 0) return;
-    const n = this.#len;
-    this.#len = 0;
-    await this.#writeAll(this.#buf.subarray(0, n));
-  }
-  async #append(chunk: Buffer): Promise<void> {
-    let off = 0;
-    while (off < chunk.length) {
-      if (this.#len === 0 && chunk.length - off >= COALESCE) {
-        // A large chunk goes straight to the file.
-        await this.#writeAll(chunk.subarray(off));
-        return;
-      }
-      const take = Math.min(COALESCE - this.#len, chunk.length - off);
-      chunk.copy(this.#buf, this.#len, off, off + take);
-      this.#len += take;
-      off += take;
-      if (this.#len === COALESCE) await this.#flushPending();
+    if (this.#pendingBytes === 0) return;
+    let bufs = this.#pending;
+    let left = this.#pendingBytes;
+    this.#pending = [];
+    this.#pendingBytes = 0;
+    while (left > 0) {
+      const { bytesWritten } = await this.handle.writev(bufs, this.position);
+      this.position += bytesWritten;
+      left -= bytesWritten;
+      if (left > 0) bufs = dropBytes(bufs, bytesWritten);
     }
   }
   override _write(chunk: Buffer, _enc: BufferEncoding, cb: (e?: Error | null) => void): void {
     this.written += chunk.length;
-    this.#append(chunk).then(() => cb(), cb);
+    this.#pending.push(chunk);
+    this.#pendingBytes += chunk.length;
+    if (this.#pendingBytes < COALESCE) return cb();
+    this.#flushPending().then(() => cb(), cb);
+  }
+  override _writev(chunks: Array<{ chunk: Buffer }>, cb: (e?: Error | null) => void): void {
+    for (const { chunk } of chunks) {
+      this.written += chunk.length;
+      this.#pending.push(chunk);
+      this.#pendingBytes += chunk.length;
+    }
+    if (this.#pendingBytes < COALESCE) return cb();
+    this.#flushPending().then(() => cb(), cb);
   }
   override _final(cb: (e?: Error | null) => void): void {
     this.#flushPending().then(() => cb(), cb);
   }
+}
+
+/** The buffers after the first `n` bytes (what a short writev left unwritten). */
+function dropBytes(bufs: Buffer[], n: number): Buffer[] {
+  let i = 0;
+  while (n >= bufs[i]!.length) n -= bufs[i++]!.length;
+  return [bufs[i]!.subarray(n), ...bufs.slice(i + 1)];
 }
 
 /**

@@ -1,0 +1,90 @@
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { sql } from 'kysely';
+import { openDatabase, transaction, walDurability, type DatabaseHandle, type WalDurability } from '../src/db/database.js';
+import { migrateToLatest } from '../src/db/migrations.js';
+
+// The embedded database's durability: commits are flushed off the main thread, and nobody hears of a
+// commit before the flush that covers it. (SQLite only: PostgreSQL flushes its WAL itself.)
+describe('SQLite commits are flushed before they are acknowledged', () => {
+  let dir: string;
+  let h: DatabaseHandle;
+  let wal: WalDurability;
+
+  before(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'files-rest-db-'));
+    h = await openDatabase(`sqlite:${join(dir, 'meta.db')}`);
+    await migrateToLatest(h.db, h.dialect);
+    wal = walDurability(h.db)!;
+    assert.ok(wal);
+  });
+  after(async () => {
+    await h.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  const insertLocation = (db: Parameters<typeof transaction>[0], name: string) =>
+    db.insertInto('locations').values({ id: name, name, uri: `/tmp/${name}`, is_default: 0, created: 0, updated: 0 }).execute();
+
+  it('runs in WAL mode with synchronous = NORMAL (the flush is ours, not COMMIT’s)', async () => {
+    const mode = await sql<{ journal_mode: string }>`pragma journal_mode`.execute(h.db);
+    assert.equal(mode.rows[0]!.journal_mode, 'wal');
+    const sync = await sql<{ synchronous: number }>`pragma synchronous`.execute(h.db);
+    assert.equal(sync.rows[0]!.synchronous, 1);
+  });
+
+  it('concurrent transactions share one commit and one flush, and each resolves only after it', async () => {
+    const before = wal.flushes;
+    const seen: number[] = [];
+    await Promise.all(
+      Array.from({ length: 20 }, (_, i) =>
+        transaction(h.db, async (tx) => {
+          await insertLocation(tx, `group-${i}`);
+        }).then(() => seen.push(wal.flushes)),
+      ),
+    );
+    assert.equal(seen.length, 20);
+    for (const f of seen) assert.ok(f > before, 'resolved before any flush');
+    assert.equal(wal.flushes - before, 1, 'one flush for the whole group');
+  });
+
+  it('a transaction that fails in a group is rolled back alone; the others commit', async () => {
+    const results = await Promise.allSettled([
+      transaction(h.db, (tx) => insertLocation(tx, 'ok-1')),
+      transaction(h.db, async (tx) => {
+        await insertLocation(tx, 'doomed');
+        throw new Error('refused');
+      }),
+      transaction(h.db, (tx) => insertLocation(tx, 'ok-2')),
+    ]);
+    assert.deepEqual(results.map((r) => r.status), ['fulfilled', 'rejected', 'fulfilled']);
+    const names = (await h.db.selectFrom('locations').select('name').where('name', 'in', ['ok-1', 'doomed', 'ok-2']).execute()).map((r) => r.name);
+    assert.deepEqual(names.sort(), ['ok-1', 'ok-2']);
+  });
+
+  it('a write outside a transaction is flushed before it returns; a read is not', async () => {
+    let before = wal.flushes;
+    await insertLocation(h.db, 'alone');
+    assert.equal(wal.flushes, before + 1);
+    before = wal.flushes;
+    await h.db.selectFrom('locations').selectAll().execute();
+    assert.equal(wal.flushes, before);
+  });
+
+  it('a transaction run directly through Kysely is flushed before it returns', async () => {
+    const before = wal.flushes;
+    await h.db.transaction().execute((tx) => insertLocation(tx, 'direct'));
+    assert.equal(wal.flushes, before + 1);
+  });
+
+  it('what was acknowledged is there after reopening', async () => {
+    await h.close();
+    h = await openDatabase(`sqlite:${join(dir, 'meta.db')}`);
+    wal = walDurability(h.db)!;
+    const n = await h.db.selectFrom('locations').select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow();
+    assert.equal(Number(n.n), 20 + 2 + 2);
+  });
+});
