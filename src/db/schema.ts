@@ -1,4 +1,5 @@
 import type { Generated, Kysely, Transaction } from 'kysely';
+import { sql } from 'kysely';
 
 /**
  * Table types. Booleans are stored as 0/1 integers and times as integer microseconds since the
@@ -139,3 +140,11 @@ export type Db = Kysely<Database>;
 export type Tx = Transaction<Database>;
 /** Either the database or an open transaction. */
 export type Executor = Db | Tx;
+
+/**
+ * `1` written into the SQL text rather than bound. A condition that selects a partial index
+ * (`where is_head = 1`, `where is_default = 1`) must be a literal: with a bound parameter SQLite
+ * re-plans the statement on every execution to check that the index still applies, which made
+ * finding an object's head version four times slower.
+ */
+export const TRUE_LITERAL = sql.lit(1);

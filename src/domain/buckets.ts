@@ -1,5 +1,6 @@
 import { AppError } from '../errors.js';
 import { transaction } from '../db/database.js';
+import { prepared } from '../db/prepared.js';
 import type { Executor, Tx } from '../db/schema.js';
 import { newId } from '../util/ids.js';
 import { nowMicros } from '../util/time.js';
@@ -30,8 +31,10 @@ export async function createBucket(ctx: DomainContext, opts: { locationName?: st
 }
 
 /** The bucket, or null when it does not exist. Logically deleted buckets are returned too. */
+const findBucketQuery = prepared((db: Executor, id: string) => db.selectFrom('buckets').selectAll().where('id', '=', id));
+
 export async function findBucket(db: Executor, id: string): Promise<Bucket | null> {
-  const r = await db.selectFrom('buckets').selectAll().where('id', '=', id).executeTakeFirst();
+  const r = await findBucketQuery.first(db, id);
   return r ? toBucket(r) : null;
 }
 
@@ -53,14 +56,12 @@ export async function getBucketForAdmin(db: Executor, id: string): Promise<Bucke
  * Every change to a bucket's objects starts here, so writers to one bucket are serialised by the
  * database (on PostgreSQL and SQLite alike) and always see the latest head and size.
  */
+const lockBucketQuery = prepared((db: Executor, now: number, bucketId: string) =>
+  db.updateTable('buckets').set({ updated: now }).where('id', '=', bucketId).returningAll(),
+);
+
 export async function lockBucketForWrite(tx: Tx, bucketId: string): Promise<Bucket> {
-  const now = nowMicros();
-  const r = await tx
-    .updateTable('buckets')
-    .set({ updated: now })
-    .where('id', '=', bucketId)
-    .returningAll()
-    .executeTakeFirst();
+  const r = await lockBucketQuery.first(tx, nowMicros(), bucketId);
   if (!r || r.deleted === 1) throw new AppError('BUCKET_NOT_FOUND');
   if (r.locked === 1) throw new AppError('BUCKET_LOCKED');
   return toBucket(r);

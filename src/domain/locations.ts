@@ -1,6 +1,7 @@
 import { AppError } from '../errors.js';
+import { prepared } from '../db/prepared.js';
 import { isUniqueViolation, transaction } from '../db/database.js';
-import type { Executor } from '../db/schema.js';
+import { TRUE_LITERAL, type Executor } from '../db/schema.js';
 import { newId } from '../util/ids.js';
 import { nowMicros } from '../util/time.js';
 import type { DomainContext } from './context.js';
@@ -29,7 +30,7 @@ export async function createLocation(
   const id = newId();
   try {
     await transaction(ctx.db, async (tx) => {
-      if (input.isDefault) await tx.updateTable('locations').set({ is_default: 0, updated: now }).where('is_default', '=', 1).execute();
+      if (input.isDefault) await tx.updateTable('locations').set({ is_default: 0, updated: now }).where('is_default', '=', TRUE_LITERAL).execute();
       await tx
         .insertInto('locations')
         .values({ id, name: input.name, uri, is_default: input.isDefault ? 1 : 0, created: now, updated: now })
@@ -53,14 +54,16 @@ export async function getLocationByName(db: Executor, name: string): Promise<Loc
   return toLocation(r);
 }
 
+const locationByIdQuery = prepared((db: Executor, id: string) => db.selectFrom('locations').selectAll().where('id', '=', id));
+
 export async function getLocationById(db: Executor, id: string): Promise<Location> {
-  const r = await db.selectFrom('locations').selectAll().where('id', '=', id).executeTakeFirst();
+  const r = await locationByIdQuery.first(db, id);
   if (!r) throw new AppError('LOCATION_NOT_FOUND', { name: id });
   return toLocation(r);
 }
 
 export async function getDefaultLocation(db: Executor): Promise<Location | null> {
-  const r = await db.selectFrom('locations').selectAll().where('is_default', '=', 1).executeTakeFirst();
+  const r = await db.selectFrom('locations').selectAll().where('is_default', '=', TRUE_LITERAL).executeTakeFirst();
   return r ? toLocation(r) : null;
 }
 
@@ -68,7 +71,7 @@ export async function setDefaultLocation(ctx: DomainContext, name: string): Prom
   return transaction(ctx.db, async (tx) => {
     const loc = await getLocationByName(tx, name);
     const now = nowMicros();
-    await tx.updateTable('locations').set({ is_default: 0, updated: now }).where('is_default', '=', 1).execute();
+    await tx.updateTable('locations').set({ is_default: 0, updated: now }).where('is_default', '=', TRUE_LITERAL).execute();
     await tx.updateTable('locations').set({ is_default: 1, updated: now }).where('id', '=', loc.id).execute();
     return { ...loc, isDefault: true, updated: now };
   });

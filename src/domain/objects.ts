@@ -2,7 +2,8 @@ import type { Readable } from 'node:stream';
 import { sql } from 'kysely';
 import { AppError, isAppError } from '../errors.js';
 import { transaction } from '../db/database.js';
-import type { Executor } from '../db/schema.js';
+import { prepared } from '../db/prepared.js';
+import { TRUE_LITERAL, type Executor } from '../db/schema.js';
 import { isStorageError } from '../storage/backend.js';
 import { MeasuringStream, type DigestAlgorithm } from '../storage/measure.js';
 import { newId } from '../util/ids.js';
@@ -110,6 +111,53 @@ function uploadFailure(e: unknown, source: Readable, meter: MeasuringStream): un
   return e;
 }
 
+// The statements of an upload's commit, compiled once (see db/prepared.ts).
+const addToBucketSize = prepared((db: Executor, add: number, release: number, bucketId: string) =>
+  db
+    .updateTable('buckets')
+    .set({ size: sql`size + ${add}`, reserved_size: sql`reserved_size - ${release}` })
+    .where('id', '=', bucketId),
+);
+const insertFile = prepared(
+  (db: Executor, id: string, locationId: string, uri: string, storageClass: string, size: number, checksum: string, created: number, updated: number) =>
+    db.insertInto('files').values({
+      id,
+      location_id: locationId,
+      uri,
+      storage_class: storageClass,
+      size,
+      checksum,
+      readable: 1,
+      writable: 0,
+      last_check_at: null,
+      last_check: null,
+      created,
+      updated,
+    }),
+);
+const retireHead = prepared((db: Executor, now: number, bucketId: string, key: string) =>
+  db
+    .updateTable('object_versions')
+    .set({ is_head: 0, updated: now })
+    .where('bucket_id', '=', bucketId)
+    .where('key', '=', key)
+    .where('is_head', '=', TRUE_LITERAL),
+);
+const insertHeadVersion = prepared(
+  (db: Executor, versionId: string, bucketId: string, key: string, fileId: string, mimetype: string, tags: string, created: number, updated: number) =>
+    db.insertInto('object_versions').values({
+      version_id: versionId,
+      bucket_id: bucketId,
+      key,
+      file_id: fileId,
+      mimetype,
+      is_head: 1,
+      tags,
+      created,
+      updated,
+    }),
+);
+
 export interface NewFile {
   id: string;
   locationId: string;
@@ -144,56 +192,17 @@ export async function commitNewVersion(
     const size = input.file.size;
     const reserved = input.releaseReservation ?? 0;
     if (input.releaseReservation === undefined) checkSize(bucket, size);
-    await tx
-      .updateTable('buckets')
-      .set({ size: sql`size + ${size}`, reserved_size: sql`reserved_size - ${reserved}` })
-      .where('id', '=', bucket.id)
-      .execute();
+    await addToBucketSize.execute(tx, size, reserved, bucket.id);
     let fileId: string;
     if ('existingId' in input.file) {
       fileId = input.file.existingId;
     } else {
       fileId = input.file.id;
-      await tx
-        .insertInto('files')
-        .values({
-          id: fileId,
-          location_id: input.file.locationId,
-          uri: input.file.uri,
-          storage_class: bucket.defaultStorageClass,
-          size,
-          checksum: input.file.checksum,
-          readable: 1,
-          writable: 0,
-          last_check_at: null,
-          last_check: null,
-          created: now,
-          updated: now,
-        })
-        .execute();
+      await insertFile.execute(tx, fileId, input.file.locationId, input.file.uri, bucket.defaultStorageClass, size, input.file.checksum, now, now);
     }
     if (hooks.inTransaction) await hooks.inTransaction(tx);
-    await tx
-      .updateTable('object_versions')
-      .set({ is_head: 0, updated: now })
-      .where('bucket_id', '=', bucket.id)
-      .where('key', '=', input.key)
-      .where('is_head', '=', 1)
-      .execute();
-    await tx
-      .insertInto('object_versions')
-      .values({
-        version_id: versionId,
-        bucket_id: bucket.id,
-        key: input.key,
-        file_id: fileId,
-        mimetype: input.mimetype,
-        is_head: 1,
-        tags: JSON.stringify(input.tags),
-        created: now,
-        updated: now,
-      })
-      .execute();
+    await retireHead.execute(tx, now, bucket.id, input.key);
+    await insertHeadVersion.execute(tx, versionId, bucket.id, input.key, fileId, input.mimetype, JSON.stringify(input.tags), now, now);
     return (await findVersion(tx, bucket.id, input.key, versionId))!;
   });
 }
@@ -205,22 +214,28 @@ function versionsQuery(db: Executor) {
     .select(VERSION_WITH_FILE_COLUMNS);
 }
 
-export async function findVersion(db: Executor, bucketId: string, key: string, versionId: string): Promise<ObjectVersion | null> {
-  const r = await versionsQuery(db)
+const findVersionQuery = prepared((db: Executor, bucketId: string, key: string, versionId: string) =>
+  versionsQuery(db)
     .where('object_versions.bucket_id', '=', bucketId)
     .where('object_versions.key', '=', key)
-    .where('object_versions.version_id', '=', versionId)
-    .executeTakeFirst();
+    .where('object_versions.version_id', '=', versionId),
+);
+
+export async function findVersion(db: Executor, bucketId: string, key: string, versionId: string): Promise<ObjectVersion | null> {
+  const r = await findVersionQuery.first(db, bucketId, key, versionId);
   return r ? toVersion(r as VersionWithFileRow) : null;
 }
 
-/** The head version of a key, delete marker or not; null when the key has no versions. */
-export async function findHead(db: Executor, bucketId: string, key: string): Promise<ObjectVersion | null> {
-  const r = await versionsQuery(db)
+const findHeadQuery = prepared((db: Executor, bucketId: string, key: string) =>
+  versionsQuery(db)
     .where('object_versions.bucket_id', '=', bucketId)
     .where('object_versions.key', '=', key)
-    .where('object_versions.is_head', '=', 1)
-    .executeTakeFirst();
+    .where('object_versions.is_head', '=', TRUE_LITERAL),
+);
+
+/** The head version of a key, delete marker or not; null when the key has no versions. */
+export async function findHead(db: Executor, bucketId: string, key: string): Promise<ObjectVersion | null> {
+  const r = await findHeadQuery.first(db, bucketId, key);
   return r ? toVersion(r as VersionWithFileRow) : null;
 }
 
@@ -344,7 +359,7 @@ export async function listLatest(db: Executor, bucketId: string, opts: ListOptio
     .innerJoin('files', 'files.id', 'object_versions.file_id')
     .select(VERSION_WITH_FILE_COLUMNS)
     .where('object_versions.bucket_id', '=', bucketId)
-    .where('object_versions.is_head', '=', 1);
+    .where('object_versions.is_head', '=', TRUE_LITERAL);
   if (opts.prefix) {
     q = q.where('object_versions.key', '>=', opts.prefix);
     const upper = prefixUpperBound(opts.prefix);

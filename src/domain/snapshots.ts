@@ -1,6 +1,6 @@
 import { AppError } from '../errors.js';
 import { transaction } from '../db/database.js';
-import type { Executor } from '../db/schema.js';
+import { TRUE_LITERAL, type Executor } from '../db/schema.js';
 import { newId } from '../util/ids.js';
 import { nowMicros } from '../util/time.js';
 import { findBucket } from './buckets.js';
@@ -18,7 +18,7 @@ function headsPage(db: Executor, bucketId: string, after: string | null, markers
     .leftJoin('files', 'files.id', 'object_versions.file_id')
     .select(['object_versions.key', 'object_versions.file_id', 'object_versions.mimetype', 'object_versions.tags', 'files.size'])
     .where('object_versions.bucket_id', '=', bucketId)
-    .where('object_versions.is_head', '=', 1)
+    .where('object_versions.is_head', '=', TRUE_LITERAL)
     .orderBy('object_versions.key')
     .limit(PAGE);
   if (!markers) q = q.where('object_versions.file_id', 'is not', null);
