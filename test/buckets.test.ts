@@ -110,6 +110,33 @@ describe('Buckets', () => {
     assert.equal((await req(`${s.files}/${id}?limit=abc`)).status, 422);
   });
 
+  it('every page size and prefix gives the same listing as one page: versions of one key split across pages included', async () => {
+    const id = await createBucket(s.files);
+    for (const k of ['a/1', 'a/2', 'a/2', 'a/2', 'a/3', 'ab', 'b/1', 'b/1']) await put(`${s.files}/${id}/${k}`, k);
+    await req(`${s.files}/${id}/a/3`, { method: 'DELETE' });
+    type Item = { key: string; version_id: string; is_head: boolean };
+    const all = async (query: string, limit: number) => {
+      const items: Item[] = [];
+      let url: string | undefined = `${s.files}/${id}?${query}${query ? '&' : ''}limit=${limit}`;
+      while (url) {
+        const r = await req(url);
+        assert.equal(r.status, 200, r.text);
+        assert.ok(r.json.contents.length <= limit);
+        items.push(...(r.json.contents as Item[]));
+        url = r.json.links.next as string | undefined;
+      }
+      return items.map((i) => `${i.key}@${i.version_id}:${i.is_head}`);
+    };
+    for (const query of ['', 'versions', 'prefix=a/', 'versions&prefix=a/', 'prefix=a', 'versions&prefix=b/1']) {
+      const whole = await all(query, 1000);
+      assert.ok(whole.length > 0, query);
+      for (const limit of [1, 2, 3]) assert.deepEqual(await all(query, limit), whole, `${query} limit=${limit}`);
+    }
+    assert.equal((await all('versions', 1000)).length, 9, 'eight versions and one delete marker');
+    assert.deepEqual((await all('', 1000)).map((x) => x.split('@')[0]), ['a/1', 'a/2', 'ab', 'b/1']);
+    assert.deepEqual((await all('prefix=a/', 1000)).map((x) => x.split('@')[0]), ['a/1', 'a/2']);
+  });
+
   it('links honour FILES_REST_BASE_URL and FILES_REST_URL_PREFIX', async () => {
     const t = await startTestServer({ FILES_REST_URL_PREFIX: '/api', FILES_REST_BASE_URL: 'https://files.example.org/' });
     try {

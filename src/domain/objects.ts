@@ -1,5 +1,5 @@
 import type { Readable } from 'node:stream';
-import { sql } from 'kysely';
+import { sql, type Compilable } from 'kysely';
 import { AppError, isAppError } from '../errors.js';
 import { transaction } from '../db/database.js';
 import { prepared } from '../db/prepared.js';
@@ -14,8 +14,8 @@ import { checkSize, tightestLimit } from './limits.js';
 import { getLocationById } from './locations.js';
 import { chooseMimetype } from './mimetype.js';
 import { validateKey, prefixUpperBound } from './keys.js';
-import type { ObjectVersion } from './models.js';
-import { toVersion, VERSION_WITH_FILE_COLUMNS, type VersionWithFileRow } from './rows.js';
+import type { ListedVersion, ObjectVersion } from './models.js';
+import { LISTED_VERSION_COLUMNS, toListedVersion, toVersion, VERSION_WITH_FILE_COLUMNS, type ListedVersionRow, type VersionWithFileRow } from './rows.js';
 
 export interface ExpectedDigest {
   algorithm: DigestAlgorithm;
@@ -352,48 +352,90 @@ function decodeCursor(s: string, shape: 'key' | 'key-seq'): [string, number] {
   throw new AppError('VALIDATION_ERROR', {}, { errors: [{ field: 'after', message: 'Not a cursor from a previous page.' }] });
 }
 
-/** Latest version of every key that has a file, by key; keyset-paged so every page costs the same. */
-export async function listLatest(db: Executor, bucketId: string, opts: ListOptions): Promise<Page<ObjectVersion>> {
+/** A listing query of one shape (with or without prefix bounds and cursor), compiled once. */
+type ListShape = `${'p' | ''}${'u' | ''}${'a' | ''}`;
+function listingQueries<Args extends unknown[]>(
+  build: (db: Executor, shape: ListShape, ...args: Args) => Compilable<unknown>,
+) {
+  const byShape = new Map<ListShape, ReturnType<typeof prepared<Args, unknown>>>();
+  return (shape: ListShape) => {
+    let q = byShape.get(shape);
+    if (!q) {
+      q = prepared((db: Executor, ...args: Args) => build(db, shape, ...args));
+      byShape.set(shape, q);
+    }
+    return q;
+  };
+}
+
+function listingShape(opts: ListOptions, upper: string | null): ListShape {
+  return `${opts.prefix ? 'p' : ''}${upper !== null ? 'u' : ''}${opts.after ? 'a' : ''}` as ListShape;
+}
+
+/** Arguments of a listing query in a fixed order; each shape uses only those it needs. */
+function listingArgs(bucketId: string, opts: ListOptions, upper: string | null, after: unknown[], limit: number): unknown[] {
+  const args: unknown[] = [bucketId];
+  if (opts.prefix) args.push(opts.prefix);
+  if (upper !== null) args.push(upper);
+  args.push(...after, limit);
+  return args;
+}
+
+const latestQuery = listingQueries((db: Executor, shape: ListShape, ...args: unknown[]) => {
+  let i = 0;
   let q = db
     .selectFrom('object_versions')
     .innerJoin('files', 'files.id', 'object_versions.file_id')
-    .select(VERSION_WITH_FILE_COLUMNS)
-    .where('object_versions.bucket_id', '=', bucketId)
+    .select(LISTED_VERSION_COLUMNS)
+    .where('object_versions.bucket_id', '=', args[i++] as string)
     .where('object_versions.is_head', '=', TRUE_LITERAL);
-  if (opts.prefix) {
-    q = q.where('object_versions.key', '>=', opts.prefix);
-    const upper = prefixUpperBound(opts.prefix);
-    if (upper !== null) q = q.where('object_versions.key', '<', upper);
-  }
-  if (opts.after) {
-    const [key] = decodeCursor(opts.after, 'key');
-    q = q.where('object_versions.key', '>', key);
-  }
-  const rows = await q.orderBy('object_versions.key').limit(opts.limit + 1).execute();
-  const items = rows.slice(0, opts.limit).map((r) => toVersion(r as VersionWithFileRow));
+  if (shape.includes('p')) q = q.where('object_versions.key', '>=', args[i++] as string);
+  if (shape.includes('u')) q = q.where('object_versions.key', '<', args[i++] as string);
+  if (shape.includes('a')) q = q.where('object_versions.key', '>', args[i++] as string);
+  return q.orderBy('object_versions.key').limit(args[i++] as number);
+});
+
+/** Latest version of every key that has a file, by key; keyset-paged so every page costs the same. */
+export async function listLatest(db: Executor, bucketId: string, opts: ListOptions): Promise<Page<ListedVersion>> {
+  const upper = opts.prefix ? prefixUpperBound(opts.prefix) : null;
+  const after = opts.after ? [decodeCursor(opts.after, 'key')[0]] : [];
+  const rows = await latestQuery(listingShape(opts, upper)).execute(db, ...listingArgs(bucketId, opts, upper, after, opts.limit + 1));
+  const items = rows.slice(0, opts.limit).map((r) => toListedVersion(r as ListedVersionRow));
   const last = items[items.length - 1];
   return { items, next: rows.length > opts.limit && last ? encodeCursor([last.key]) : null };
 }
 
-/** Every version, delete markers included, by key and newest first; keyset-paged. */
-export async function listVersions(db: Executor, bucketId: string, opts: ListOptions): Promise<Page<ObjectVersion>> {
-  let q = versionsQuery(db).where('object_versions.bucket_id', '=', bucketId);
-  if (opts.prefix) {
-    q = q.where('object_versions.key', '>=', opts.prefix);
-    const upper = prefixUpperBound(opts.prefix);
-    if (upper !== null) q = q.where('object_versions.key', '<', upper);
-  }
-  if (opts.after) {
-    const [key, seq] = decodeCursor(opts.after, 'key-seq');
+const versionsListQuery = listingQueries((db: Executor, shape: ListShape, ...args: unknown[]) => {
+  let i = 0;
+  let q = db
+    .selectFrom('object_versions')
+    .leftJoin('files', 'files.id', 'object_versions.file_id')
+    .select(LISTED_VERSION_COLUMNS)
+    .where('object_versions.bucket_id', '=', args[i++] as string);
+  if (shape.includes('p')) q = q.where('object_versions.key', '>=', args[i++] as string);
+  if (shape.includes('u')) q = q.where('object_versions.key', '<', args[i++] as string);
+  if (shape.includes('a')) {
+    // (key, seq) after the cursor: a later key, or the same key and an older version.
+    const key = args[i++] as string;
+    const seq = args[i++] as number;
+    const key2 = args[i++] as string;
     q = q.where((eb) =>
-      eb.or([
-        eb('object_versions.key', '>', key),
-        eb.and([eb('object_versions.key', '=', key), eb('object_versions.seq', '<', seq)]),
-      ]),
+      eb.or([eb('object_versions.key', '>', key), eb.and([eb('object_versions.key', '=', key2), eb('object_versions.seq', '<', seq)])]),
     );
   }
-  const rows = await q.orderBy('object_versions.key').orderBy('object_versions.seq', 'desc').limit(opts.limit + 1).execute();
-  const items = rows.slice(0, opts.limit).map((r) => toVersion(r as VersionWithFileRow));
+  return q.orderBy('object_versions.key').orderBy('object_versions.seq', 'desc').limit(args[i++] as number);
+});
+
+/** Every version, delete markers included, by key and newest first; keyset-paged. */
+export async function listVersions(db: Executor, bucketId: string, opts: ListOptions): Promise<Page<ListedVersion>> {
+  const upper = opts.prefix ? prefixUpperBound(opts.prefix) : null;
+  let after: unknown[] = [];
+  if (opts.after) {
+    const [key, seq] = decodeCursor(opts.after, 'key-seq');
+    after = [key, seq, key];
+  }
+  const rows = await versionsListQuery(listingShape(opts, upper)).execute(db, ...listingArgs(bucketId, opts, upper, after, opts.limit + 1));
+  const items = rows.slice(0, opts.limit).map((r) => toListedVersion(r as ListedVersionRow));
   const last = items[items.length - 1];
   return { items, next: rows.length > opts.limit && last ? encodeCursor([last.key, last.seq]) : null };
 }

@@ -1,6 +1,6 @@
 import type { Selectable } from 'kysely';
 import type { BucketTable, FileInstanceTable, LocationTable, ObjectVersionTable } from '../db/schema.js';
-import type { Bucket, FileInstance, Location, ObjectVersion } from './models.js';
+import type { Bucket, FileInstance, ListedVersion, Location, ObjectVersion } from './models.js';
 
 export function toLocation(r: Selectable<LocationTable>): Location {
   return { id: r.id, name: r.name, uri: r.uri, isDefault: r.is_default === 1, created: r.created, updated: r.updated };
@@ -105,10 +105,52 @@ export function toVersion(r: VersionWithFileRow): ObjectVersion {
     fileId: r.file_id,
     mimetype: r.mimetype,
     isHead: r.is_head === 1,
-    tags: JSON.parse(r.tags) as Record<string, string>,
+    tags: parseTags(r.tags),
     created: r.created,
     updated: r.updated,
     seq: r.seq,
     file,
+  };
+}
+
+/** Columns of a listing page: a version and its file's size and checksum. */
+export const LISTED_VERSION_COLUMNS = [
+  'object_versions.seq',
+  'object_versions.version_id',
+  'object_versions.bucket_id',
+  'object_versions.key',
+  'object_versions.file_id',
+  'object_versions.mimetype',
+  'object_versions.is_head',
+  'object_versions.tags',
+  'object_versions.created',
+  'object_versions.updated',
+  'files.size as f_size',
+  'files.checksum as f_checksum',
+] as const;
+
+export interface ListedVersionRow extends Selectable<ObjectVersionTable> {
+  f_size: number | null;
+  f_checksum: string | null;
+}
+
+/** Tags as stored (a JSON object); most versions have none. */
+function parseTags(json: string): Record<string, string> {
+  return json === '{}' ? {} : (JSON.parse(json) as Record<string, string>);
+}
+
+export function toListedVersion(r: ListedVersionRow): ListedVersion {
+  return {
+    versionId: r.version_id,
+    bucketId: r.bucket_id,
+    key: r.key,
+    fileId: r.file_id,
+    mimetype: r.mimetype,
+    isHead: r.is_head === 1,
+    tags: parseTags(r.tags),
+    created: r.created,
+    updated: r.updated,
+    seq: r.seq,
+    file: r.file_id === null ? null : { size: r.f_size ?? 0, checksum: r.f_checksum },
   };
 }

@@ -3,6 +3,8 @@ import type { Config } from '../config.js';
 
 /** Percent-encodes a key for a URL path, keeping '/' as the separator. */
 export function encodeKey(key: string): string {
+  // Most keys need no escaping at all.
+  if (/^[A-Za-z0-9\-._~/]*$/.test(key)) return key;
   return key.split('/').map(encodeURIComponent).join('/');
 }
 

@@ -1,4 +1,4 @@
-import type { Bucket, ObjectVersion } from '../domain/models.js';
+import type { Bucket, ListedVersion } from '../domain/models.js';
 import { isoMicros } from '../util/time.js';
 import type { Links } from './links.js';
 
@@ -21,7 +21,7 @@ export function bucketJson(b: Bucket, links: Links) {
  * Object version JSON: the reference's eleven keys. A delete marker has no size and no checksum.
  * `links.self` is the plain object URL only for a head with a file; `uploads` only there too.
  */
-export function versionJson(v: ObjectVersion, links: Links) {
+export function versionJson(v: ListedVersion, links: Links) {
   const url = links.object(v.bucketId, v.key);
   const versionUrl = `${url}?versionId=${v.versionId}`;
   const live = v.isHead && v.file !== null;

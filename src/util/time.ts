@@ -8,12 +8,20 @@ export function nowMicros(): number {
   return last;
 }
 
+let lastSecond = NaN;
+let lastBase = '';
+
 /** ISO 8601 with microseconds and an explicit UTC offset, as the reference prints: 2026-07-20T09:14:03.512345+00:00 */
 export function isoMicros(us: number): string {
-  const ms = Math.floor(us / 1000);
-  const base = new Date(ms).toISOString().slice(0, 19);
-  const frac = String(us % 1_000_000).padStart(6, '0');
-  return `${base}.${frac}+00:00`;
+  // Listings format two timestamps per row, and rows made together share their second: the
+  // date-and-time part is formatted once per second.
+  const second = Math.floor(us / 1_000_000);
+  if (second !== lastSecond) {
+    lastBase = new Date(second * 1000).toISOString().slice(0, 19);
+    lastSecond = second;
+  }
+  const frac = String(us - second * 1_000_000).padStart(6, '0');
+  return `${lastBase}.${frac}+00:00`;
 }
 
 export function httpDate(us: number): string {
