@@ -1,3 +1,4 @@
+import { EventEmitter } from 'node:events';
 import { createHash } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import { sql, type Selectable } from 'kysely';
@@ -333,6 +334,27 @@ export async function requestCompletion(ctx: DomainContext, u: MultipartUpload):
   return { ...u, state: 'completing', versionId, updated: now };
 }
 
+/**
+ * In-process news that an upload's completion ended (merged or failed). A request waiting for the
+ * completion polls the database (the merge may run in another process) and also listens here, so
+ * that it answers as soon as a merge run by this process commits instead of at its next poll.
+ */
+const settled = new EventEmitter();
+settled.setMaxListeners(0);
+
+/** Resolves when this process ends the upload's completion, or after `ms`, whichever comes first. */
+export function completionNews(uploadId: string, ms: number): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      settled.off(uploadId, done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    settled.once(uploadId, done);
+  });
+}
+
 /** Outcome of a completion, as a waiting client sees it. */
 export type CompletionStatus =
   | { state: 'completing' }
@@ -376,6 +398,7 @@ export async function completeUpload(ctx: DomainContext, uploadId: string, signa
       // Kept as `failed` so a waiting client learns why; the expiry task removes it and its file.
       await ctx.db.updateTable('multipart_uploads').set({ state: 'failed', error, updated: nowMicros() }).where('id', '=', u.id).where('state', '=', 'completing').execute();
       ctx.log.error({ uploadId: u.id, error }, 'multipart completion failed');
+      settled.emit(u.id);
       return null;
     }
     checksum = r.checksum;
@@ -401,6 +424,7 @@ export async function completeUpload(ctx: DomainContext, uploadId: string, signa
       },
     },
   );
+  settled.emit(u.id);
   ctx.signals.send('file-uploaded', { obj: version });
   return version;
 }

@@ -1,5 +1,6 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import {
+  completionNews,
   abortUpload, completionStatus, getUpload, initiateUpload, listParts, listUploads, requestCompletion, uploadPart,
   type MultipartUpload, type Part,
 } from '../../domain/multipart.js';
@@ -72,7 +73,6 @@ function sizeArg(q: ReturnType<typeof query>, body: Record<string, unknown>, nam
   return n;
 }
 
-const SLEEP = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export function multipartHandlers(deps: HttpDeps) {
   const { ctx, auth } = deps;
@@ -174,7 +174,7 @@ export function multipartHandlers(deps: HttpDeps) {
           reply.raw.write(' ');
           lastSpace = Date.now();
         }
-        await SLEEP(delay);
+        await completionNews(u.id, delay);
         delay = Math.min(delay * 2, 250);
       }
     },
