@@ -332,6 +332,20 @@ for (const subject of subjects) {
       for (const u of uris) assert.ok(u.startsWith(`${location}/`));
     });
 
+    if (b.readRange) {
+      const readRange = b.readRange.bind(b);
+      it('readRange gives exactly the bytes of a range, and rejects for a missing file or a range past the end', async () => {
+        const data = randomBytes(70_000);
+        const uri = newUri();
+        await b.save(uri, streamOf(data));
+        for (const [start, end] of [[0, 0], [0, 4095], [1000, 65_535], [data.length - 1, data.length - 1]] as const) {
+          assert.ok((await readRange(uri, { start, end })).equals(data.subarray(start, end + 1)), `range ${start}-${end}`);
+        }
+        await rejectsMissing(readRange(newUri(), { start: 0, end: 10 }));
+        await assert.rejects(readRange(uri, { start: data.length - 10, end: data.length + 10 }), (e: unknown) => isStorageError(e, 'unavailable'));
+      });
+    }
+
     if (b.copy) {
       const copy = b.copy.bind(b);
       it('copy makes an independent copy at a new URI', async () => {

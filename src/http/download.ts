@@ -1,4 +1,5 @@
 import { isAbsolute, relative, sep } from 'node:path';
+import type { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { AppError, isAppError } from '../errors.js';
@@ -10,6 +11,9 @@ import { isStorageError, type ByteRange } from '../storage/backend.js';
 import { httpDate } from '../util/time.js';
 import { getLocationById } from '../domain/locations.js';
 import type { FileInstance } from '../domain/models.js';
+
+/** Downloads up to this size are read into memory in one go instead of streamed. */
+const SMALL_READ = 64 * 1024;
 
 /** Headers that stop a browser from rendering or running what it downloads from us. */
 export const SECURITY_HEADERS: Record<string, string> = {
@@ -158,9 +162,11 @@ export async function sendDownload(
   if (req.method === 'HEAD') return reply.send();
 
   const backend = ctx.storage.forUri(file.uri);
-  let stream;
+  let body: Readable | Buffer | null;
   try {
-    stream = length === 0 ? null : await backend.open(file.uri, range ?? undefined);
+    if (length === 0) body = null;
+    else if (length <= SMALL_READ && backend.readRange) body = await backend.readRange(file.uri, range ?? { start: 0, end: file.size - 1 });
+    else body = await backend.open(file.uri, range ?? undefined);
   } catch (e) {
     if (isAppError(e)) throw e;
     if (isStorageError(e, 'missing')) {
@@ -170,7 +176,7 @@ export async function sendDownload(
     throw new AppError('STORAGE_UNAVAILABLE', {}, { cause: e });
   }
   reply.raw.once('finish', () => ctx.signals.send('file-downloaded', { obj: version, bytes: length }));
-  return reply.send(stream ?? '');
+  return reply.send(body ?? '');
 }
 
 /** Reserved first segment (not a possible location name) for proxied URLs such as S3 presigned ones. */
