@@ -739,6 +739,8 @@ async function main(): Promise<number> {
   if (!existsSync(join(ROOT, 'dist', 'src', 'cli', 'main.js')) || !existsSync(join(ROOT, 'dist', 'bench', 'ceiling-server.js'))) {
     throw new Error('not built: run `npm run bench` (it compiles first) or `npx tsc -p .`');
   }
+  // The commit, and whether src/ differed from it, when the build was snapshotted: what is measured.
+  const git = gitInfo();
   APP = await snapshotBuild();
   const dbs: DbKind[] = [];
   if (o.db === 'all' || o.db === 'sqlite') dbs.push('sqlite');
@@ -772,7 +774,7 @@ async function main(): Promise<number> {
       started: started.toISOString(),
       durationSeconds: (performance.now() - t0) / 1000,
       machine,
-      git: gitInfo(),
+      git,
       params: p,
       figures: r.figures,
       rows: r.rows,

@@ -6,6 +6,7 @@ import { migrateToLatest, pendingMigrations } from './db/migrations.js';
 import { createStorage } from './storage/registry.js';
 import type { DomainContext } from './domain/context.js';
 import { Signals } from './domain/signals.js';
+import { Outbox } from './domain/outbox.js';
 import { TaskQueue } from './tasks/queue.js';
 import { Worker, type TaskDefinition } from './tasks/worker.js';
 import { builtinTasks } from './tasks/handlers.js';
@@ -52,8 +53,10 @@ export async function openCore(config: Config, log: Logger = createLogger(config
   const queue = new TaskQueue(database.db, database.dialect);
   const signals = new Signals(sender, log);
   const hasher = new UploadHasher(database.db, log);
-  const ctx: DomainContext = { config, db: database.db, dialect: database.dialect, storage, signals, queue, log, hasher };
-  // Webhooks (FILES_REST_WEBHOOK_URL): every process that sends signals queues their deliveries.
+  const outbox = new Outbox();
+  const ctx: DomainContext = { config, db: database.db, dialect: database.dialect, storage, signals, outbox, queue, log, hasher };
+  // Webhooks (FILES_REST_WEBHOOK_URL): uploads and deletes queue their deliveries in their own
+  // transaction (the outbox); downloads when their signal fires.
   connectWebhooks(ctx);
   return {
     config,

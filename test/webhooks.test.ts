@@ -131,6 +131,34 @@ describe('Webhook settings', () => {
     }
   });
 
+  it('upload and delete deliveries are committed with their change: queued when the answer comes, none for a refused change', async () => {
+    // No worker: what is queued stays queued, and nothing is delivered behind the test's back.
+    const e = await startEmbedded({ FILES_REST_WEBHOOK_URL: 'http://127.0.0.1:9/hooks', FILES_REST_WEBHOOK_SECRET: SECRET, FILES_REST_WORKER: '0' });
+    try {
+      const queued = async () =>
+        (await e.server.core.ctx.queue.list())
+          .filter((t) => t.name === 'deliver-webhook')
+          .map((t) => JSON.parse((t.payload as { body: string }).body) as WebhookBody)
+          .map((b) => `${b.event}${b.kind ? `/${b.kind}` : ''}:${b.object.key}`)
+          .sort();
+      const b = (await req(e.files, { method: 'POST' })).json.id as string;
+      await put(`${e.files}/${b}/a.txt`, 'a');
+      // Read at once, with no wait: the delivery was written in the upload's own transaction.
+      assert.deepEqual(await queued(), ['file-uploaded:a.txt']);
+      const v = (await put(`${e.files}/${b}/b.txt`, 'b')).json;
+      await req(`${e.files}/${b}/a.txt`, { method: 'DELETE' });
+      await req(`${e.files}/${b}/b.txt?versionId=${v.version_id}`, { method: 'DELETE' });
+      assert.deepEqual(await queued(), ['file-deleted/hard:b.txt', 'file-deleted/soft:a.txt', 'file-uploaded:a.txt', 'file-uploaded:b.txt']);
+      // Refused changes queue nothing: a quota that the upload would pass, a delete of nothing.
+      await e.server.core.ctx.db.updateTable('buckets').set({ quota_size: 1 }).where('id', '=', b).execute();
+      assert.notEqual((await put(`${e.files}/${b}/big.txt`, 'too big')).status, 200);
+      assert.equal((await req(`${e.files}/${b}/none.txt`, { method: 'DELETE' })).status, 404);
+      assert.equal((await queued()).length, 4);
+    } finally {
+      await e.close();
+    }
+  });
+
   it('a URL without a secret, a bad URL or an unknown event stops the start naming the setting', () => {
     assert.throws(() => loadConfig({ FILES_REST_WEBHOOK_URL: 'http://127.0.0.1:9/x' }), /^ConfigError: FILES_REST_WEBHOOK_SECRET: required/);
     assert.throws(() => loadConfig({ FILES_REST_WEBHOOK_URL: 'ftp://x', FILES_REST_WEBHOOK_SECRET: SECRET }), /FILES_REST_WEBHOOK_URL/);

@@ -3,6 +3,7 @@ import type { Config } from '../config.js';
 import type { Db, Dialect } from '../db/schema.js';
 import type { StorageRegistry } from '../storage/registry.js';
 import type { Signals } from './signals.js';
+import type { Outbox } from './outbox.js';
 import type { TaskQueue } from '../tasks/queue.js';
 import type { UploadHasher } from './upload-hasher.js';
 
@@ -13,6 +14,8 @@ export interface DomainContext {
   readonly dialect: Dialect;
   readonly storage: StorageRegistry;
   readonly signals: Signals;
+  /** Handlers run inside the transaction of each upload and delete (webhook deliveries); absent: none. */
+  readonly outbox?: Outbox;
   readonly queue: TaskQueue;
   readonly log: Logger;
   /** Hashes multipart uploads in order as their parts arrive (absent: completion reads the file). */

@@ -203,7 +203,9 @@ export async function commitNewVersion(
     if (hooks.inTransaction) await hooks.inTransaction(tx);
     await retireHead.execute(tx, now, bucket.id, input.key);
     await insertHeadVersion.execute(tx, versionId, bucket.id, input.key, fileId, input.mimetype, JSON.stringify(input.tags), now, now);
-    return (await findVersion(tx, bucket.id, input.key, versionId))!;
+    const version = (await findVersion(tx, bucket.id, input.key, versionId))!;
+    await ctx.outbox?.record(tx, 'file-uploaded', { obj: version });
+    return version;
   });
 }
 
@@ -271,7 +273,9 @@ export async function softDeleteObject(ctx: DomainContext, bucketId: string, key
       .values({ version_id: markerId, bucket_id: bucket.id, key, file_id: null, mimetype: null, is_head: 1, tags: '{}', created: now, updated: now })
       .execute();
     const marker = (await findVersion(tx, bucket.id, key, markerId))!;
-    return { deleted: { ...head, isHead: false }, marker };
+    const deleted = { ...head, isHead: false };
+    await ctx.outbox?.record(tx, 'file-deleted', { obj: deleted, kind: 'soft' });
+    return { deleted, marker };
   });
   ctx.signals.send('file-deleted', { obj: result.deleted, kind: 'soft' });
   return result;
@@ -316,6 +320,7 @@ export async function hardDeleteVersion(ctx: DomainContext, bucketId: string, ke
         .executeTakeFirst();
       if (newest) await tx.updateTable('object_versions').set({ is_head: 1, updated: now }).where('seq', '=', newest.seq).execute();
     }
+    await ctx.outbox?.record(tx, 'file-deleted', { obj: v, kind: 'hard' });
     return v;
   });
   ctx.queue.wake();

@@ -2,6 +2,7 @@ import { createHmac, randomUUID } from 'node:crypto';
 import type { DomainContext } from '../domain/context.js';
 import type { ObjectVersion } from '../domain/models.js';
 import type { SignalDetailsMap, SignalName } from '../domain/signals.js';
+import type { OutboxEvent } from '../domain/outbox.js';
 import { isoMicros } from '../util/time.js';
 import type { TaskDefinition } from './worker.js';
 
@@ -73,22 +74,41 @@ export function webhookBody<N extends SignalName>(event: N, details: SignalDetai
 }
 
 /**
- * Turns the signals chosen by FILES_REST_WEBHOOK_EVENTS into delivery tasks in the durable queue,
- * so a service in another process hears of them even if it is down for a while. Does nothing when
- * FILES_REST_WEBHOOK_URL is unset. Returns a function that disconnects.
+ * Turns the events chosen by FILES_REST_WEBHOOK_EVENTS into delivery tasks in the durable queue,
+ * so a service in another process hears of them even if it is down for a while. Uploads and
+ * deletes are queued through the outbox, inside the transaction that makes the change: the
+ * delivery commits with it or not at all. A download changes nothing, so its delivery is queued
+ * when its signal fires. Does nothing when FILES_REST_WEBHOOK_URL is unset. Returns a function
+ * that disconnects.
  */
 export function connectWebhooks(ctx: DomainContext): () => void {
   const { webhookUrl: url, webhookSecret: secret, webhookEvents } = ctx.config;
   if (url === null || secret === null) return () => {};
-  const off = webhookEvents.map((event) =>
-    ctx.signals.connect(event, async (name, _sender, details) => {
-      const body = webhookBody(name, details);
-      const json = JSON.stringify(body);
-      const delivery: WebhookDelivery = { url, delivery: body.id, event: name, body: json, signature: signBody(secret, json) };
-      await ctx.queue.enqueue(ctx.db, WEBHOOK_TASK, delivery, { maxAttempts: 10 });
-      ctx.queue.wake();
-    }),
-  );
+  const delivery = <N extends SignalName>(event: N, details: SignalDetailsMap[N]): WebhookDelivery => {
+    const body = webhookBody(event, details);
+    const json = JSON.stringify(body);
+    return { url, delivery: body.id, event, body: json, signature: signBody(secret, json) };
+  };
+  const off: Array<() => void> = [];
+  if (ctx.outbox) {
+    const changes = webhookEvents.filter((e): e is OutboxEvent => e !== 'file-downloaded');
+    off.push(
+      ctx.outbox.add(async (tx, event, details) => {
+        if (!changes.includes(event)) return;
+        await ctx.queue.enqueue(tx, WEBHOOK_TASK, delivery(event, details), { maxAttempts: 10 });
+      }),
+    );
+    // Deliveries committed with their change: wake the worker once the change is committed.
+    for (const event of changes) off.push(ctx.signals.connect(event, () => ctx.queue.wake()));
+  }
+  if (webhookEvents.includes('file-downloaded')) {
+    off.push(
+      ctx.signals.connect('file-downloaded', async (_name, _sender, details) => {
+        await ctx.queue.enqueue(ctx.db, WEBHOOK_TASK, delivery('file-downloaded', details), { maxAttempts: 10 });
+        ctx.queue.wake();
+      }),
+    );
+  }
   return () => off.forEach((f) => f());
 }
 
