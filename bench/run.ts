@@ -515,45 +515,24 @@ async function runSection(db: DbKind, o: Options, p: Params, stamp: string): Pro
 
   if (want('W3')) {
     log(`[${db}] W3 4 KiB PUTs, ${p.inFlight} in flight, ${p.loopMs / 1000} s: ceiling, then files-rest`);
-    const c = await watched(ceil, () =>
+    // One W3-shaped loop of 4 KiB PUTs: `path` names each request's target.
+    const putLoop = (c: HttpClient, path: (w: number, seq: number) => string) => () =>
       closedLoop({
         concurrency: p.inFlight,
         durationMs: p.loopMs,
         maxOps: p.loopMaxOps,
         warmupMs: p.warmupMs,
         op: async (w, seq) => {
-          await cc.ok('PUT', `/mem/w3/${w}-${seq}`, { body: small });
+          await c.ok('PUT', path(w, seq), { body: small });
         },
-      }),
-      { db: false },
-    );
+      });
+    const c = await watched(ceil, putLoop(cc, (w, seq) => `/mem/w3/${w}-${seq}`), { db: false });
     // What the disk allows: the bare server's durable hash+write (fsync of file and directory) of the
     // same 4 KiB bodies, same shape. Not the target's ceiling (that is the in-memory one); a reference
     // for how much of W3 the fsyncs alone take.
-    const d = await watched(ceil, () =>
-      closedLoop({
-        concurrency: p.inFlight,
-        durationMs: p.loopMs,
-        maxOps: p.loopMaxOps,
-        warmupMs: p.warmupMs,
-        op: async (w, seq) => {
-          await cc.ok('PUT', `/hash-write/w3-${w}-${seq}`, { body: small });
-        },
-      }),
-      { db: false },
-    );
+    const d = await watched(ceil, putLoop(cc, (w, seq) => `/hash-write/w3-${w}-${seq}`), { db: false });
     const bucket = await createBucket(sc);
-    const s = await watched(svc, () =>
-      closedLoop({
-        concurrency: p.inFlight,
-        durationMs: p.loopMs,
-        maxOps: p.loopMaxOps,
-        warmupMs: p.warmupMs,
-        op: async (w, seq) => {
-          await sc.ok('PUT', `/files/${bucket}/w3/${w}-${seq}.bin`, { body: small });
-        },
-      }),
-    );
+    const s = await watched(svc, putLoop(sc, (w, seq) => `/files/${bucket}/w3/${w}-${seq}.bin`));
     figures['ceiling.durablePut.opsPerSec'] = d.result.opsPerSec;
     figures['ceiling.durablePut.p50Ms'] = d.result.p50Ms;
     figures['ceiling.memPut.opsPerSec'] = c.result.opsPerSec;

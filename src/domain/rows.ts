@@ -55,7 +55,8 @@ export interface VersionWithFileRow extends Selectable<ObjectVersionTable> {
   f_updated: number | null;
 }
 
-export const VERSION_WITH_FILE_COLUMNS = [
+/** The columns of an object version. */
+const VERSION_COLUMNS = [
   'object_versions.seq',
   'object_versions.version_id',
   'object_versions.bucket_id',
@@ -66,6 +67,10 @@ export const VERSION_WITH_FILE_COLUMNS = [
   'object_versions.tags',
   'object_versions.created',
   'object_versions.updated',
+] as const;
+
+export const VERSION_WITH_FILE_COLUMNS = [
+  ...VERSION_COLUMNS,
   'files.id as f_id',
   'files.location_id as f_location_id',
   'files.uri as f_uri',
@@ -98,6 +103,11 @@ export function toVersion(r: VersionWithFileRow): ObjectVersion {
           created: r.f_created ?? 0,
           updated: r.f_updated ?? 0,
         };
+  return { ...versionFields(r), file };
+}
+
+/** The version's own columns, without its file. */
+function versionFields(r: Selectable<ObjectVersionTable>): Omit<ObjectVersion, 'file'> {
   return {
     versionId: r.version_id,
     bucketId: r.bucket_id,
@@ -109,22 +119,12 @@ export function toVersion(r: VersionWithFileRow): ObjectVersion {
     created: r.created,
     updated: r.updated,
     seq: r.seq,
-    file,
   };
 }
 
 /** Columns of a listing page: a version and its file's size and checksum. */
 export const LISTED_VERSION_COLUMNS = [
-  'object_versions.seq',
-  'object_versions.version_id',
-  'object_versions.bucket_id',
-  'object_versions.key',
-  'object_versions.file_id',
-  'object_versions.mimetype',
-  'object_versions.is_head',
-  'object_versions.tags',
-  'object_versions.created',
-  'object_versions.updated',
+  ...VERSION_COLUMNS,
   'files.size as f_size',
   'files.checksum as f_checksum',
 ] as const;
@@ -140,17 +140,5 @@ function parseTags(json: string): Record<string, string> {
 }
 
 export function toListedVersion(r: ListedVersionRow): ListedVersion {
-  return {
-    versionId: r.version_id,
-    bucketId: r.bucket_id,
-    key: r.key,
-    fileId: r.file_id,
-    mimetype: r.mimetype,
-    isHead: r.is_head === 1,
-    tags: parseTags(r.tags),
-    created: r.created,
-    updated: r.updated,
-    seq: r.seq,
-    file: r.file_id === null ? null : { size: r.f_size ?? 0, checksum: r.f_checksum },
-  };
+  return { ...versionFields(r), file: r.file_id === null ? null : { size: r.f_size ?? 0, checksum: r.f_checksum } };
 }
