@@ -1,5 +1,6 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { open } from 'node:fs/promises';
 import { startTestServer, storedFiles, type TestServer } from './support/server.js';
 import { createBucket, md5, put, putAndDisconnect, req, waitFor } from './support/http.js';
 import { setBucketLocked, setBucketProperties } from '../src/domain/buckets.js';
@@ -135,6 +136,37 @@ describe('Multipart uploads', { skip: skipOnS3 }, () => {
     assert.equal(hasher.stats.fileReread, before.fileReread + 1);
     assert.equal((await req(url(b, 'resent.bin'))).text, 'zzzzzzzzzzyyyyyyyyyy');
     assert.equal((await req(`${s.files}/${b}?prefix=resent`)).json.contents[0].checksum, `md5:${md5('zzzzzzzzzzyyyyyyyyyy')}`);
+  });
+
+  it('a part re-sent through another node after it was hashed (its row changes) forces one read; the checksum is of the final bytes', async () => {
+    const hasher = s.server.core.ctx.hasher!;
+    const db = s.server.core.ctx.db;
+    const b = await createBucket(s.files);
+    const u = await init(b, 'other-node.bin', 20, 10);
+    await part(b, 'other-node.bin', u.id, 0, 'xxxxxxxxxx');
+    await part(b, 'other-node.bin', u.id, 1, 'yyyyyyyyyy');
+    await new Promise((r) => setTimeout(r, 200));
+    // What another API node does for a re-sent part 0: bytes in place, then its row.
+    const file = await db
+      .selectFrom('multipart_uploads')
+      .innerJoin('files', 'files.id', 'multipart_uploads.file_id')
+      .select('files.uri')
+      .where('multipart_uploads.id', '=', u.id)
+      .executeTakeFirstOrThrow();
+    const fh = await open(file.uri!, 'r+');
+    await fh.write(Buffer.from('wwwwwwwwww'), 0, 10, 0);
+    await fh.close();
+    await db
+      .updateTable('parts')
+      .set({ checksum: `md5:${md5('wwwwwwwwww')}`, updated: Date.now() * 1000 + 1 })
+      .where('upload_id', '=', u.id)
+      .where('part_number', '=', 0)
+      .execute();
+    const before = { ...hasher.stats };
+    assert.equal((await req(url(b, 'other-node.bin', `?uploadId=${u.id}`), { method: 'POST' })).status, 200);
+    assert.equal(hasher.stats.fileReread, before.fileReread + 1);
+    assert.equal((await req(url(b, 'other-node.bin'))).text, 'wwwwwwwwwwyyyyyyyyyy');
+    assert.equal((await req(`${s.files}/${b}?prefix=other-node`)).json.contents[0].checksum, `md5:${md5('wwwwwwwwwwyyyyyyyyyy')}`);
   });
 
   it('part refusals do not abort: bad number, wrong size, missing number; completing with parts missing is refused', async () => {
