@@ -1,13 +1,11 @@
 // files-rest embedded in a test process the way an application embeds it: the package's own
 // exports (createServer, startServer, loadConfig), a config object, and a logger whose lines the
 // test can read.
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { rm } from 'node:fs/promises';
 import { Writable } from 'node:stream';
 import pino from 'pino';
 import { createServer, loadConfig, startServer, type Server } from '../../src/index.js';
-import { createPgDatabase, testDatabase } from './server.js';
+import { testEnvironment } from './server.js';
 
 export interface Embedded {
   server: Server;
@@ -18,14 +16,7 @@ export interface Embedded {
 }
 
 export async function startEmbedded(settings: Record<string, string> = {}): Promise<Embedded> {
-  const dir = await mkdtemp(join(tmpdir(), 'files-rest-embed-'));
-  let databaseUrl = `sqlite:${join(dir, 'db.sqlite')}`;
-  let drop = async () => {};
-  if (testDatabase() === 'postgres') {
-    const pg = await createPgDatabase();
-    databaseUrl = pg.url;
-    drop = pg.drop;
-  }
+  const { dir, drop, env } = await testEnvironment('files-rest-embed-');
   const logs: Array<Record<string, unknown>> = [];
   const sink = new Writable({
     write(chunk: Buffer, _enc, cb) {
@@ -33,16 +24,7 @@ export async function startEmbedded(settings: Record<string, string> = {}): Prom
       cb();
     },
   });
-  const config = loadConfig({
-    HOST: '127.0.0.1',
-    PORT: '0',
-    DATABASE_URL: databaseUrl,
-    FILES_REST_DATA_DIR: join(dir, 'data'),
-    FILES_REST_PERMISSION_FACTORY: 'allow-all',
-    FILES_REST_TASK_POLL_INTERVAL: '50',
-    LOG_LEVEL: 'warn',
-    ...settings,
-  });
+  const config = loadConfig({ ...env, LOG_LEVEL: 'warn', ...settings });
   const server = await createServer(config, { log: pino({ level: config.logLevel }, sink) });
   const url = await startServer(server);
   return {

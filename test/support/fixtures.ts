@@ -1,9 +1,7 @@
-import { mkdtemp } from 'node:fs/promises';
 import { readdir } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
-import { testDatabase, createPgDatabase } from './server.js';
+import { testEnvironment } from './server.js';
 
 /** Every regular file under a directory (recursively), as paths. */
 export async function filesUnder(dir: string): Promise<string[]> {
@@ -39,25 +37,6 @@ export function patternStream(size: number, chunk = 1024 * 1024, seed = 7): Read
 
 /** Environment for a files-rest child process with its own temp dir and database. */
 export async function processEnv(extra: Record<string, string> = {}): Promise<{ env: Record<string, string>; dir: string; drop: () => Promise<void> }> {
-  const dir = await mkdtemp(join(tmpdir(), 'files-rest-proc-'));
-  let databaseUrl = `sqlite:${join(dir, 'db.sqlite')}`;
-  let drop = async () => {};
-  if (testDatabase() === 'postgres') {
-    const pg = await createPgDatabase();
-    databaseUrl = pg.url;
-    drop = pg.drop;
-  }
-  return {
-    dir,
-    drop,
-    env: {
-      HOST: '127.0.0.1',
-      PORT: '0',
-      DATABASE_URL: databaseUrl,
-      FILES_REST_DATA_DIR: join(dir, 'data'),
-      FILES_REST_PERMISSION_FACTORY: 'allow-all',
-      FILES_REST_TASK_POLL_INTERVAL: '50',
-      ...extra,
-    },
-  };
+  const { dir, drop, env } = await testEnvironment('files-rest-proc-');
+  return { dir, drop, env: { ...env, ...extra } };
 }

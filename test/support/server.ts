@@ -63,28 +63,44 @@ export interface TestServer {
 }
 
 /**
+ * What every files-rest a test starts needs: a temporary directory and a database of the run's kind
+ * (SQLite in the directory, or a new PostgreSQL database that `drop` removes), and the settings
+ * every test server starts with (127.0.0.1, any port, data in the directory, allow-all, fast polling).
+ * With `ownDatabase: false` no PostgreSQL database is made (the caller brings its own DATABASE_URL).
+ */
+export async function testEnvironment(
+  prefix: string,
+  opts: { ownDatabase?: boolean } = {},
+): Promise<{ dir: string; drop: () => Promise<void>; env: Record<string, string> }> {
+  const dir = await mkdtemp(join(tmpdir(), prefix));
+  let databaseUrl = `sqlite:${join(dir, 'db.sqlite')}`;
+  let drop = async () => {};
+  if (testDatabase() === 'postgres' && opts.ownDatabase !== false) {
+    const pg = await createPgDatabase();
+    databaseUrl = pg.url;
+    drop = pg.drop;
+  }
+  return {
+    dir,
+    drop,
+    env: {
+      HOST: '127.0.0.1',
+      PORT: '0',
+      DATABASE_URL: databaseUrl,
+      FILES_REST_DATA_DIR: join(dir, 'data'),
+      FILES_REST_PERMISSION_FACTORY: 'allow-all',
+      FILES_REST_TASK_POLL_INTERVAL: '50',
+    },
+  };
+}
+
+/**
  * Starts a real files-rest server on 127.0.0.1 with its own data directory and database.
  * `env` holds settings as an operator would write them.
  */
 export async function startTestServer(env: Record<string, string> = {}): Promise<TestServer> {
-  const dir = await mkdtemp(join(tmpdir(), 'files-rest-test-'));
-  let databaseUrl = `sqlite:${join(dir, 'db.sqlite')}`;
-  let drop = async () => {};
-  if (testDatabase() === 'postgres' && !env.DATABASE_URL) {
-    const pgdb = await createPgDatabase();
-    databaseUrl = pgdb.url;
-    drop = pgdb.drop;
-  }
-  const fullEnv: Record<string, string> = {
-    HOST: '127.0.0.1',
-    PORT: '0',
-    DATABASE_URL: databaseUrl,
-    FILES_REST_DATA_DIR: join(dir, 'data'),
-    FILES_REST_PERMISSION_FACTORY: 'allow-all',
-    FILES_REST_TASK_POLL_INTERVAL: '50',
-    LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
-    ...env,
-  };
+  const { dir, drop, env: base } = await testEnvironment('files-rest-test-', { ownDatabase: env.DATABASE_URL === undefined });
+  const fullEnv: Record<string, string> = { ...base, LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent', ...env };
   // TEST_STORAGE=s3: the server's default location is a bucket of an S3-compatible server started
   // for it (unless the test chose its own storage or location set-up).
   let s3: { close(): Promise<void> } | null = null;
