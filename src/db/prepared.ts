@@ -11,7 +11,7 @@ import type { Executor } from './schema.js';
  * the real values and runs the compiled query on the given executor (a transaction included).
  *
  * Only for queries whose shape does not depend on the arguments: every argument must reach the
- * query as exactly one bound parameter (no `in` lists, no optional clauses).
+ * query as a bound parameter (once or more; no `in` lists, no optional clauses).
  */
 export function prepared<A extends readonly unknown[], R>(build: (db: Executor, ...args: A) => Compilable<R>) {
   interface Plan {
@@ -30,9 +30,7 @@ export function prepared<A extends readonly unknown[], R>(build: (db: Executor, 
       const compiled = build(db, ...(markers as unknown as A)).compile();
       const slots = compiled.parameters.map((v) => (typeof v === 'string' ? markers.indexOf(v) : -1));
       for (let i = 0; i < arity; i++) {
-        if (slots.filter((s) => s === i).length !== 1) {
-          throw new Error(`prepared query: argument ${i} must appear exactly once as a parameter in ${compiled.sql}`);
-        }
+        if (!slots.includes(i)) throw new Error(`prepared query: argument ${i} is not a parameter of ${compiled.sql}`);
       }
       p = { compiled, slots };
       plans.set(adapter, p);

@@ -377,6 +377,13 @@ function listingShape(opts: ListOptions, upper: string | null): ListShape {
   return `${opts.prefix ? 'p' : ''}${upper !== null ? 'u' : ''}${opts.after ? 'a' : ''}` as ListShape;
 }
 
+/** A page from up to `limit + 1` rows: the extra row only says there is a next page, whose cursor `cursorOf` makes from this page's last item. */
+function listingPage(rows: unknown[], limit: number, cursorOf: (last: ListedVersion) => unknown[]): Page<ListedVersion> {
+  const items = rows.slice(0, limit).map((r) => toListedVersion(r as ListedVersionRow));
+  const last = items[items.length - 1];
+  return { items, next: rows.length > limit && last ? encodeCursor(cursorOf(last)) : null };
+}
+
 /** Arguments of a listing query in a fixed order; each shape uses only those it needs. */
 function listingArgs(bucketId: string, opts: ListOptions, upper: string | null, after: unknown[], limit: number): unknown[] {
   const args: unknown[] = [bucketId];
@@ -405,9 +412,7 @@ export async function listLatest(db: Executor, bucketId: string, opts: ListOptio
   const upper = opts.prefix ? prefixUpperBound(opts.prefix) : null;
   const after = opts.after ? [decodeCursor(opts.after, 'key')[0]] : [];
   const rows = await latestQuery(listingShape(opts, upper)).execute(db, ...listingArgs(bucketId, opts, upper, after, opts.limit + 1));
-  const items = rows.slice(0, opts.limit).map((r) => toListedVersion(r as ListedVersionRow));
-  const last = items[items.length - 1];
-  return { items, next: rows.length > opts.limit && last ? encodeCursor([last.key]) : null };
+  return listingPage(rows, opts.limit, (last) => [last.key]);
 }
 
 const versionsListQuery = listingQueries((db: Executor, shape: ListShape, ...args: unknown[]) => {
@@ -423,9 +428,8 @@ const versionsListQuery = listingQueries((db: Executor, shape: ListShape, ...arg
     // (key, seq) after the cursor: a later key, or the same key and an older version.
     const key = args[i++] as string;
     const seq = args[i++] as number;
-    const key2 = args[i++] as string;
     q = q.where((eb) =>
-      eb.or([eb('object_versions.key', '>', key), eb.and([eb('object_versions.key', '=', key2), eb('object_versions.seq', '<', seq)])]),
+      eb.or([eb('object_versions.key', '>', key), eb.and([eb('object_versions.key', '=', key), eb('object_versions.seq', '<', seq)])]),
     );
   }
   return q.orderBy('object_versions.key').orderBy('object_versions.seq', 'desc').limit(args[i++] as number);
@@ -434,13 +438,7 @@ const versionsListQuery = listingQueries((db: Executor, shape: ListShape, ...arg
 /** Every version, delete markers included, by key and newest first; keyset-paged. */
 export async function listVersions(db: Executor, bucketId: string, opts: ListOptions): Promise<Page<ListedVersion>> {
   const upper = opts.prefix ? prefixUpperBound(opts.prefix) : null;
-  let after: unknown[] = [];
-  if (opts.after) {
-    const [key, seq] = decodeCursor(opts.after, 'key-seq');
-    after = [key, seq, key];
-  }
+  const after = opts.after ? decodeCursor(opts.after, 'key-seq') : [];
   const rows = await versionsListQuery(listingShape(opts, upper)).execute(db, ...listingArgs(bucketId, opts, upper, after, opts.limit + 1));
-  const items = rows.slice(0, opts.limit).map((r) => toListedVersion(r as ListedVersionRow));
-  const last = items[items.length - 1];
-  return { items, next: rows.length > opts.limit && last ? encodeCursor([last.key, last.seq]) : null };
+  return listingPage(rows, opts.limit, (last) => [last.key, last.seq]);
 }
