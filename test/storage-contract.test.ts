@@ -346,6 +346,28 @@ for (const subject of subjects) {
       });
     }
 
+    if (b.openReader) {
+      const openReader = b.openReader.bind(b);
+      it('openReader reads any part of a file into the caller\'s buffer, 0 at the end, and rejects for a missing file', async () => {
+        const data = randomBytes(200_000);
+        const uri = newUri();
+        await b.save(uri, streamOf(data));
+        const reader = await openReader(uri);
+        try {
+          const buf = Buffer.alloc(70_000, 0xee);
+          for (const [offset, length, position] of [[0, 70_000, 0], [10, 1000, 123_456], [0, 4096, data.length - 4096]] as const) {
+            let got = 0;
+            while (got < length) got += await reader.read(buf, offset + got, length - got, position + got);
+            assert.ok(buf.subarray(offset, offset + length).equals(data.subarray(position, position + length)), `${length} bytes at ${position}`);
+          }
+          assert.equal(await reader.read(buf, 0, 100, data.length), 0);
+        } finally {
+          await reader.close();
+        }
+        await rejectsMissing(openReader(newUri()));
+      });
+    }
+
     if (b.copy) {
       const copy = b.copy.bind(b);
       it('copy makes an independent copy at a new URI', async () => {

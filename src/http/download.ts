@@ -1,3 +1,4 @@
+import type { OutgoingHttpHeaders } from 'node:http';
 import { isAbsolute, relative, sep } from 'node:path';
 import type { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
@@ -7,7 +8,8 @@ import type { DomainContext } from '../domain/context.js';
 import type { ObjectVersion } from '../domain/models.js';
 import { sanitizeMimetype } from '../domain/mimetype.js';
 import { basename } from '../domain/keys.js';
-import { isStorageError, type ByteRange } from '../storage/backend.js';
+import { isStorageError, type ByteRange, type FileReader } from '../storage/backend.js';
+import { pumpFile } from './file-pump.js';
 import { httpDate } from '../util/time.js';
 import { getLocationById } from '../domain/locations.js';
 import type { FileInstance } from '../domain/models.js';
@@ -162,21 +164,48 @@ export async function sendDownload(
   if (req.method === 'HEAD') return reply.send();
 
   const backend = ctx.storage.forUri(file.uri);
+  const whole = range ?? { start: 0, end: file.size - 1 };
+  if (length > SMALL_READ && backend.openReader) {
+    let reader: FileReader;
+    try {
+      reader = await backend.openReader(file.uri);
+    } catch (e) {
+      throw storageFailure(ctx, file, e);
+    }
+    // The head goes out as set above; the body is pumped through two recycled buffers (file-pump.ts).
+    // Fastify still runs the onResponse hooks of a hijacked reply.
+    reply.hijack();
+    const res = reply.raw;
+    res.once('finish', () => ctx.signals.send('file-downloaded', { obj: version, bytes: length }));
+    res.writeHead(reply.statusCode, reply.getHeaders() as OutgoingHttpHeaders);
+    pumpFile(reader, res, whole)
+      .catch((e: unknown) => {
+        if (!res.destroyed) ctx.log.error({ err: e, fileId: file.id, uri: file.uri }, 'download broken off');
+        res.destroy();
+      })
+      .finally(() => reader.close());
+    return reply;
+  }
   let body: Readable | Buffer | null;
   try {
     if (length === 0) body = null;
-    else if (length <= SMALL_READ && backend.readRange) body = await backend.readRange(file.uri, range ?? { start: 0, end: file.size - 1 });
+    else if (length <= SMALL_READ && backend.readRange) body = await backend.readRange(file.uri, whole);
     else body = await backend.open(file.uri, range ?? undefined);
   } catch (e) {
-    if (isAppError(e)) throw e;
-    if (isStorageError(e, 'missing')) {
-      ctx.log.error({ err: e, fileId: file.id, uri: file.uri }, 'stored file is missing');
-      throw new AppError('FILE_MISSING', {}, { cause: e });
-    }
-    throw new AppError('STORAGE_UNAVAILABLE', {}, { cause: e });
+    throw storageFailure(ctx, file, e);
   }
   reply.raw.once('finish', () => ctx.signals.send('file-downloaded', { obj: version, bytes: length }));
   return reply.send(body ?? '');
+}
+
+/** What a client is told when the stored bytes cannot be read. */
+function storageFailure(ctx: DomainContext, file: FileInstance, e: unknown): AppError {
+  if (isAppError(e)) return e;
+  if (isStorageError(e, 'missing')) {
+    ctx.log.error({ err: e, fileId: file.id, uri: file.uri }, 'stored file is missing');
+    return new AppError('FILE_MISSING', {}, { cause: e });
+  }
+  return new AppError('STORAGE_UNAVAILABLE', {}, { cause: e });
 }
 
 /** Reserved first segment (not a possible location name) for proxied URLs such as S3 presigned ones. */

@@ -39,12 +39,19 @@ export interface StoredObjectInfo {
   modified: number;
 }
 
+/** Positional reads of one stored file (see `StorageBackend.openReader`). */
+export interface FileReader {
+  /** Reads up to `length` bytes at `position` into `buffer` at `offset`; resolves 0 at the end of the file. */
+  read(buffer: Buffer, offset: number, length: number, position: number): Promise<number>;
+  close(): Promise<void>;
+}
+
 /**
  * A storage backend keeps the bytes of file instances. It knows nothing of HTTP, buckets or keys:
  * it is given URIs it generated itself (`makeUri`) and streams.
  *
  * Required: `makeUri`, `initialize`, `open`, `save`, `update`, `delete`.
- * Optional capabilities (callers test for them): `readRange`, `sendFile`, `checksum`, `copy`, `stat`, `list`.
+ * Optional capabilities (callers test for them): `readRange`, `openReader`, `sendFile`, `checksum`, `copy`, `stat`, `list`.
  * Hashing is not the backend's job: the upload pipeline hashes bytes as they pass
  * (see `storage/measure.ts`), so every backend produces the same checksums.
  *
@@ -94,6 +101,12 @@ export interface StorageBackend {
    * the thread pool (open, stat, read, read, close) instead of three. Rejects like `open`.
    */
   readRange?(uri: string, range: ByteRange): Promise<Buffer>;
+  /**
+   * Opens a file for positional reads into buffers the caller owns and reuses. A download streams a
+   * large file through two recycled buffers this way, instead of a fresh megabyte per read that the
+   * garbage collector must free (a third of a 1 GiB download's CPU went to that). Rejects like `open`.
+   */
+  openReader?(uri: string): Promise<FileReader>;
   /** Where a proxy can read the file from, for X-Accel-Redirect; absent when the backend cannot say. */
   sendFile?(uri: string): Promise<ProxyTarget>;
   /** Copies a stored file to a new URI of this backend without passing the bytes through Node. */

@@ -5,7 +5,7 @@ import { randomBytes } from 'node:crypto';
 import { pipeline } from 'node:stream/promises';
 import { Writable, type Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
-import { StorageError, type ByteRange, type PartWrite, type StorageBackend, type StoredObjectInfo, type WriteOptions } from '../backend.js';
+import { StorageError, type ByteRange, type FileReader, type PartWrite, type StorageBackend, type StoredObjectInfo, type WriteOptions } from '../backend.js';
 
 export interface FsBackendOptions {
   splitLength: number;
@@ -23,6 +23,12 @@ function toPath(uri: string): string {
 
 function isNotFound(e: unknown): boolean {
   return (e as NodeJS.ErrnoException)?.code === 'ENOENT';
+}
+
+function openFailure(path: string, e: Error): StorageError {
+  return isNotFound(e)
+    ? new StorageError('missing', `no file at ${path}`, { cause: e })
+    : new StorageError('unavailable', `cannot open ${path}: ${e.message}`, { cause: e });
 }
 
 async function fsyncDir(dir: string): Promise<void> {
@@ -135,8 +141,7 @@ export class FsBackend implements StorageBackend {
     try {
       handle = await open(path, 'r');
     } catch (e) {
-      if (isNotFound(e)) throw new StorageError('missing', `no file at ${path}`, { cause: e });
-      throw new StorageError('unavailable', `cannot open ${path}: ${(e as Error).message}`, { cause: e });
+      throw openFailure(path, e as Error);
     }
     // A read buffer no larger than what will be read: a 4 KiB download must not allocate a megabyte.
     const length = range ? range.end - range.start + 1 : (await handle.stat()).size;
@@ -145,19 +150,38 @@ export class FsBackend implements StorageBackend {
     return handle.createReadStream({ start: range?.start, end: range?.end, highWaterMark });
   }
 
+  openReader(uri: string): Promise<FileReader> {
+    const path = toPath(uri);
+    // Callback calls, like readRange: no FileHandle bookkeeping per read.
+    return new Promise((resolve, reject) => {
+      fs.open(path, 'r', (err, fd) => {
+        if (err) return reject(openFailure(path, err));
+        let closed = false;
+        resolve({
+          read: (buffer, offset, length, position) =>
+            new Promise((res, rej) =>
+              fs.read(fd, buffer, offset, length, position, (e, n) =>
+                e ? rej(new StorageError('unavailable', `cannot read ${path}: ${e.message}`, { cause: e })) : res(n),
+              ),
+            ),
+          close: () =>
+            new Promise<void>((res) => {
+              if (closed) return res();
+              closed = true;
+              fs.close(fd, () => res());
+            }),
+        });
+      });
+    });
+  }
+
   readRange(uri: string, range: ByteRange): Promise<Buffer> {
     const path = toPath(uri);
     const length = range.end - range.start + 1;
     // Callback calls: three trips to the thread pool and no FileHandle bookkeeping.
     return new Promise((resolve, reject) => {
       fs.open(path, 'r', (err, fd) => {
-        if (err) {
-          return reject(
-            isNotFound(err)
-              ? new StorageError('missing', `no file at ${path}`, { cause: err })
-              : new StorageError('unavailable', `cannot open ${path}: ${err.message}`, { cause: err }),
-          );
-        }
+        if (err) return reject(openFailure(path, err));
         const buf = Buffer.allocUnsafe(length);
         let got = 0;
         const finish = (e: Error | null) => fs.close(fd, () => (e ? reject(e) : resolve(buf)));
