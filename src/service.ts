@@ -42,6 +42,7 @@ export async function openCore(config: Config, log: Logger = createLogger(config
     poolSize: config.dbPoolSize,
     statementTimeout: config.dbStatementTimeout,
     connectTimeout: config.dbConnectTimeout,
+    sqliteMmapSize: config.sqliteMmapSize,
   });
   try {
     await migrateToLatest(database.db, database.dialect);

@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { sql } from 'kysely';
 import { openDatabase, transaction, walDurability, type DatabaseHandle, type WalDurability } from '../src/db/database.js';
 import { migrateToLatest } from '../src/db/migrations.js';
+import { loadConfig } from '../src/config.js';
 
 // The embedded database's durability: commits are flushed off the main thread, and nobody hears of a
 // commit before the flush that covers it. (SQLite only: PostgreSQL flushes its WAL itself.)
@@ -24,6 +25,20 @@ describe('SQLite commits are flushed before they are acknowledged', () => {
   after(async () => {
     await h.close();
     await rm(dir, { recursive: true, force: true });
+  });
+
+  it('reads the database file through a memory map of FILES_REST_SQLITE_MMAP_SIZE bytes (0: none)', async () => {
+    const mapped = await sql<{ mmap_size: number }>`pragma mmap_size`.execute(h.db);
+    assert.equal(mapped.rows[0]!.mmap_size, 1024 ** 3);
+    const other = await openDatabase(`sqlite:${join(dir, 'meta.db')}`, { sqliteMmapSize: 0 });
+    try {
+      assert.equal((await sql<{ mmap_size: number }>`pragma mmap_size`.execute(other.db)).rows[0]!.mmap_size, 0);
+    } finally {
+      await other.close();
+    }
+    assert.equal(loadConfig({}).sqliteMmapSize, 1024 ** 3);
+    assert.equal(loadConfig({ FILES_REST_SQLITE_MMAP_SIZE: '0' }).sqliteMmapSize, 0);
+    assert.throws(() => loadConfig({ FILES_REST_SQLITE_MMAP_SIZE: '-1' }), /FILES_REST_SQLITE_MMAP_SIZE/);
   });
 
   const insertLocation = (db: Parameters<typeof transaction>[0], name: string) =>

@@ -152,6 +152,8 @@ export interface DatabaseOptions {
   statementTimeout?: number;
   /** Milliseconds to wait for a connection (a new one, or a free one of a full pool). */
   connectTimeout?: number;
+  /** SQLite: bytes of the database file read through a memory map (0: none). */
+  sqliteMmapSize?: number;
 }
 
 /** What a PostgreSQL pool is doing, for /metrics. */
@@ -169,6 +171,9 @@ export function poolStats(db: Db): PoolStats | null {
   return pools.get(db)?.() ?? null;
 }
 
+/** How much of a SQLite database file is read through a memory map (the rest is read with pread). */
+const DEFAULT_SQLITE_MMAP_BYTES = 1024 ** 3;
+
 /** Client-side bound on a query beyond the server's statement timeout: catches a silent network. */
 const QUERY_TIMEOUT_MARGIN_MS = 5_000;
 
@@ -184,6 +189,11 @@ export async function openDatabase(url: string, opts: DatabaseOptions = {}): Pro
     sqlite.pragma('synchronous = NORMAL');
     sqlite.pragma('foreign_keys = ON');
     sqlite.pragma('busy_timeout = 15000');
+    // Reads through a memory map of the database file instead of a pread() per page: a listing page
+    // of 1000 objects visits a few thousand B-tree pages, and the system calls were a quarter of its
+    // time. The mapped pages are the kernel's page cache (shared, reclaimable), but they count in the
+    // process's RSS once read.
+    sqlite.pragma(`mmap_size = ${Math.max(0, Math.floor(opts.sqliteMmapSize ?? DEFAULT_SQLITE_MMAP_BYTES))}`);
     // Kysely's driver prepares every statement anew; preparing is a large share of the cost of a small
     // query (14% of a busy server's CPU in the 4 KiB PUT benchmark). Prepared statements are reusable,
     // and the set of distinct SQL texts is small (parameters are bound, not inlined).
