@@ -27,11 +27,14 @@ export interface Row {
 
 export function makeRow(
   figures: Record<string, number>,
-  r: { id: string; workload: string; figure: string; unit: string; ceilingId?: string; ceilingLabel?: string; target?: Target },
+  r: { id: string; workload: string; figure: string; unit: string; ceilingId?: string; ceilingLabel?: string; ratioId?: string; target?: Target },
 ): Row {
   const value = figures[r.id] ?? NaN;
   const ceiling = r.ceilingId ? figures[r.ceilingId] ?? NaN : null;
-  const ratio = ceiling === null ? null : value / ceiling;
+  // `ratioId`: a ratio measured pair by pair (median over repetitions of files-rest ÷ the ceiling run
+  // just before it), which the machine's drift between repetitions does not skew as a ratio of medians can.
+  const paired = r.ratioId !== undefined ? figures[r.ratioId] : undefined;
+  const ratio = paired !== undefined && Number.isFinite(paired) ? paired : ceiling === null ? null : value / ceiling;
   let met: boolean | null = null;
   if (r.target) {
     const x = r.target.on === 'ratio' ? ratio : value;
