@@ -173,11 +173,17 @@ export async function sendDownload(
       throw storageFailure(ctx, file, e);
     }
     // The head goes out as set above; the body is pumped through two recycled buffers (file-pump.ts).
-    // Fastify still runs the onResponse hooks of a hijacked reply.
-    reply.hijack();
+    // A head Node refuses (an invalid header value) is still an ordinary error: the reply is only
+    // hijacked once the head is accepted. Fastify still runs the onResponse hooks of a hijacked reply.
     const res = reply.raw;
+    try {
+      res.writeHead(reply.statusCode, reply.getHeaders() as OutgoingHttpHeaders);
+    } catch (e) {
+      await reader.close();
+      throw e;
+    }
+    reply.hijack();
     res.once('finish', () => ctx.signals.send('file-downloaded', { obj: version, bytes: length }));
-    res.writeHead(reply.statusCode, reply.getHeaders() as OutgoingHttpHeaders);
     pumpFile(reader, res, whole)
       .catch((e: unknown) => {
         if (!res.destroyed) ctx.log.error({ err: e, fileId: file.id, uri: file.uri }, 'download broken off');
