@@ -175,7 +175,9 @@ describe('Buckets', () => {
     await setBucketDeleted(core.ctx, id, true);
     assert.equal((await req(`${s.files}/${id}`, { method: 'HEAD' })).status, 404);
     assert.equal((await req(`${s.files}/${id}`)).status, 404);
-    assert.equal((await req(`${s.files}/${id}/k`)).status, 404);
+    const hidden = await req(`${s.files}/${id}/k`);
+    assert.deepEqual([hidden.status, hidden.json.message], [404, 'Bucket does not exist.']);
+    assert.equal((await req(`${s.files}/${id}/k`, { method: 'HEAD' })).status, 404);
     assert.equal((await put(`${s.files}/${id}/k2`, 'x')).status, 404);
     await setBucketDeleted(core.ctx, id, false);
     assert.equal((await req(`${s.files}/${id}/k`)).text, 'data');

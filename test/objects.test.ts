@@ -278,6 +278,22 @@ describe('Objects', () => {
       assert.equal((await req(`${s.files}/${id}`)).status, 200);
     });
 
+    it('a download says which is missing: the bucket, or the object (never written, or deleted)', async () => {
+      const id = await bucketWith();
+      await put(`${s.files}/${id}/gone.txt`, 'x');
+      assert.equal((await req(`${s.files}/${id}/gone.txt`, { method: 'DELETE' })).status, 204);
+      const cases: Array<[string, string]> = [
+        [`${s.files}/00000000-0000-4000-8000-000000000000/a.txt`, 'Bucket does not exist.'],
+        [`${s.files}/${id}/never.txt`, 'Object does not exist.'],
+        [`${s.files}/${id}/gone.txt`, 'Object does not exist.'],
+      ];
+      for (const [url, message] of cases) {
+        const r = await req(url);
+        assert.deepEqual([r.status, r.json.status, r.json.message], [404, 404, message], url);
+        assert.equal((await req(url, { method: 'HEAD' })).status, 404, `HEAD ${url}`);
+      }
+    });
+
     it('Range can be turned off with FILES_REST_ALLOW_RANGE_REQUESTS=0', async () => {
       const t = await startTestServer({ FILES_REST_ALLOW_RANGE_REQUESTS: '0' });
       try {

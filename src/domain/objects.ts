@@ -241,6 +241,32 @@ export async function findHead(db: Executor, bucketId: string, key: string): Pro
   return r ? toVersion(r as VersionWithFileRow) : null;
 }
 
+const liveBucketHeadQuery = prepared((db: Executor, bucketId: string, key: string) =>
+  db
+    .selectFrom('buckets')
+    .leftJoin('object_versions', (j) =>
+      j
+        .onRef('object_versions.bucket_id', '=', 'buckets.id')
+        .on('object_versions.key', '=', key)
+        .on('object_versions.is_head', '=', TRUE_LITERAL),
+    )
+    .leftJoin('files', 'files.id', 'object_versions.file_id')
+    .select(['buckets.deleted as b_deleted', ...VERSION_WITH_FILE_COLUMNS])
+    .where('buckets.id', '=', bucketId),
+);
+
+/**
+ * The head version of a key together with its bucket's liveness, in one statement (the download of
+ * a head runs two lookups otherwise: a sixth of a small download's CPU was SQLite). Throws
+ * BUCKET_NOT_FOUND for a missing or deleted bucket; `head` is null when the key has no versions.
+ * The caller checks permissions before it reveals anything about the key.
+ */
+export async function findHeadInLiveBucket(db: Executor, bucketId: string, key: string): Promise<{ head: ObjectVersion | null }> {
+  const r = (await liveBucketHeadQuery.first(db, bucketId, key)) as (VersionWithFileRow & { b_deleted: number }) | undefined;
+  if (!r || r.b_deleted) throw new AppError('BUCKET_NOT_FOUND');
+  return { head: r.seq === null ? null : toVersion(r) };
+}
+
 /**
  * The version a read addresses: with a version id, exactly that version (a delete marker included,
  * the caller decides); without, the head if it has a file.

@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { getLiveBucket } from '../../domain/buckets.js';
-import { getVersionForRead, hardDeleteVersion, putObject, softDeleteObject } from '../../domain/objects.js';
+import { findHeadInLiveBucket, getVersionForRead, hardDeleteVersion, putObject, softDeleteObject } from '../../domain/objects.js';
 import { AppError } from '../../errors.js';
 import { parseUuid } from '../../util/ids.js';
 import { sendDownload } from '../download.js';
@@ -43,8 +43,15 @@ export function objectRoutes(app: FastifyInstance, deps: HttpDeps): void {
   async function download(req: FastifyRequest, reply: FastifyReply, addr: ObjectAddress) {
     const q = query(req);
     const versionId = uuidParam(q, 'versionId');
-    await getLiveBucket(ctx.db, addr.bucketId);
     const resource = { type: 'object' as const, bucketId: addr.bucketId, key: addr.key };
+    if (versionId === null) {
+      // The head: bucket and version in one lookup; the same answers in the same order as below.
+      const { head } = await findHeadInLiveBucket(ctx.db, addr.bucketId, addr.key);
+      await auth.require(req, 'object-read', resource);
+      if (!head || head.fileId === null) throw new AppError('OBJECT_NOT_FOUND');
+      return sendDownload(ctx, req, reply, head, { attachment: flag(q, 'download') });
+    }
+    await getLiveBucket(ctx.db, addr.bucketId);
     await auth.require(req, 'object-read', resource);
     const version = await getVersionForRead(ctx.db, addr.bucketId, addr.key, versionId);
     if (!version.isHead) await auth.require(req, 'object-read-version', { ...resource, id: version.versionId });
