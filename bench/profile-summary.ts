@@ -4,6 +4,10 @@
  * package.
  *
  * Usage: node dist/bench/profile-summary.js FILE.cpuprofile [--top N] [--filter TEXT]
+ *          [--window FROM_END,LENGTH] [--per N]
+ *   --window  only the samples of LENGTH seconds that start FROM_END seconds before the profile ends
+ *             (a workload's measured loop, without start-up, seeding and shutdown)
+ *   --per N   also give each layer's time per unit, for N requests (or GiB) in that window
  */
 import { readFileSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
@@ -50,18 +54,47 @@ function group(url: string, fn: string): string {
   return shortUrl(url);
 }
 
-export function summarizeProfile(p: Profile, opts: { top?: number; filter?: string } = {}): string {
+/** The layer a function belongs to, for the per-request view of a small-request workload. */
+export function layer(cf: CallFrame): string | null {
+  const { url, functionName: f } = cf;
+  if (f === '(idle)' || f === '(root)') return null;
+  if (f === '(garbage collector)') return 'garbage collector';
+  if (f === '(program)') return 'V8 and native, unattributed';
+  if (url.includes('/kysely/') && url.includes('sqlite-driver') && f === 'executeQuery') return 'SQLite: running statements (better-sqlite3)';
+  if (url.includes('/pg/') || url.includes('/pg-protocol/') || url.includes('/pg-pool/')) return 'PostgreSQL client (pg)';
+  if (url.includes('/kysely/') || url.includes('/dist/src/db/')) return 'Kysely and query plumbing';
+  if (!url && ['open', 'read', 'close', 'fsync', 'fdatasync', 'mkdir', 'rename', 'openFileHandle', 'writeBuffers', 'FSReqCallback', 'unlink', 'lstat', 'stat'].includes(f)) {
+    return 'file system calls handed to the thread pool';
+  }
+  if (url === 'node:fs' || url === 'node:internal/fs/promises' || url.startsWith('node:internal/fs/')) return 'file system calls handed to the thread pool';
+  if (/\/node_modules\/(fastify|@fastify|find-my-way|avvio|light-my-request|toad-cache|fast-json-stringify)\//.test(url)) return 'Fastify';
+  if (url.includes('/node_modules/pino')) return 'pino';
+  if (url.includes('/prom-client/') || url.includes('/dist/src/http/metrics')) return 'metrics';
+  if (url.includes('/dist/src/')) return 'files-rest code';
+  if (url.startsWith('node:') || !url) return 'Node: HTTP, sockets, streams, event loop';
+  return 'other libraries';
+}
+
+export function summarizeProfile(p: Profile, opts: { top?: number; filter?: string; window?: { fromEnd: number; length: number }; per?: number } = {}): string {
   const top = opts.top ?? 25;
   const byId = new Map<number, ProfileNode>();
   for (const n of p.nodes) byId.set(n.id, n);
   // Self time per node from samples and time deltas (µs); fall back to hit counts.
   const selfUs = new Map<number, number>();
+  let windowNote = '';
   if (p.samples && p.timeDeltas && p.samples.length === p.timeDeltas.length) {
+    const lo = opts.window ? p.endTime - opts.window.fromEnd * 1e6 : -Infinity;
+    const hi = opts.window ? lo + opts.window.length * 1e6 : Infinity;
+    let at = p.startTime;
     for (let i = 0; i < p.samples.length; i++) {
+      at += p.timeDeltas[i]!;
+      if (at < lo || at > hi) continue;
       const dt = p.timeDeltas[i + 1] ?? 0;
       selfUs.set(p.samples[i]!, (selfUs.get(p.samples[i]!) ?? 0) + Math.max(0, dt));
     }
+    if (opts.window) windowNote = ` in a window of ${opts.window.length} s ending ${opts.window.fromEnd - opts.window.length} s before the profile's end`;
   } else {
+    if (opts.window) throw new Error('--window needs a profile with samples and time deltas');
     const total = p.endTime - p.startTime;
     const hits = p.nodes.reduce((a, n) => a + (n.hitCount ?? 0), 0) || 1;
     for (const n of p.nodes) selfUs.set(n.id, ((n.hitCount ?? 0) * total) / hits);
@@ -73,6 +106,7 @@ export function summarizeProfile(p: Profile, opts: { top?: number; filter?: stri
   const self = new Map<string, number>();
   const incl = new Map<string, number>();
   const groups = new Map<string, number>();
+  const layers = new Map<string, number>();
   let total = 0;
   let idle = 0;
   for (const n of p.nodes) {
@@ -83,6 +117,8 @@ export function summarizeProfile(p: Profile, opts: { top?: number; filter?: stri
     if (fn === '(idle)' || fn === '(program)') idle += fn === '(idle)' ? t : 0;
     self.set(key(n), (self.get(key(n)) ?? 0) + t);
     groups.set(group(n.callFrame.url, fn), (groups.get(group(n.callFrame.url, fn)) ?? 0) + t);
+    const l = layer(n.callFrame);
+    if (l) layers.set(l, (layers.get(l) ?? 0) + t);
     // Inclusive: add to each distinct function on the stack once.
     const seen = new Set<string>();
     for (let id: number | undefined = n.id; id !== undefined; id = parent.get(id)) {
@@ -102,8 +138,20 @@ export function summarizeProfile(p: Profile, opts: { top?: number; filter?: stri
       .slice(0, n)
       .map(([k, t]) => `  ${ms(t)} ${pct(t)}  ${k}`)
       .join('\n');
+  const per = opts.per;
+  const perUnit = per
+    ? [
+        `\nby layer, per unit (${per} units${windowNote}):`,
+        [...layers.entries()]
+          .sort((a, b) => b[1] - a[1])
+          .map(([k, t]) => `  ${(t / per).toFixed(1).padStart(8)} µs ${pct(t)}  ${k}`)
+          .join('\n'),
+        `  ${(busy / per).toFixed(1).padStart(8)} µs in all`,
+      ]
+    : [];
   return [
-    `profile: ${((p.endTime - p.startTime) / 1e6).toFixed(1)} s wall, ${(busy / 1e6).toFixed(1)} s busy (percentages are of busy time)`,
+    `profile: ${((p.endTime - p.startTime) / 1e6).toFixed(1)} s wall${windowNote}, ${(busy / 1e6).toFixed(1)} s busy (percentages are of busy time)`,
+    ...perUnit,
     `\nby package / module (self time):`,
     list(groups, top),
     `\ntop functions by self time:`,
@@ -117,13 +165,30 @@ if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) 
   const args = process.argv.slice(2);
   const file = args.find((a) => !a.startsWith('--'));
   if (!file) {
-    process.stderr.write('usage: node dist/bench/profile-summary.js FILE.cpuprofile [--top N] [--filter TEXT]\n');
+    process.stderr.write('usage: node dist/bench/profile-summary.js FILE.cpuprofile [--top N] [--filter TEXT] [--window FROM_END,LENGTH] [--per N]\n');
     process.exit(2);
   }
-  const ti = args.indexOf('--top');
-  const fi = args.indexOf('--filter');
+  const value = (name: string) => {
+    const i = args.indexOf(name);
+    return i >= 0 ? args[i + 1] : undefined;
+  };
+  const w = value('--window')?.split(',').map(Number);
+  if (w && (w.length !== 2 || !w.every((x) => Number.isFinite(x) && x > 0) || w[1]! > w[0]!)) {
+    process.stderr.write('--window FROM_END,LENGTH: two positive numbers of seconds, LENGTH at most FROM_END\n');
+    process.exit(2);
+  }
+  const per = value('--per') !== undefined ? Number(value('--per')) : undefined;
+  if (per !== undefined && !(per > 0)) {
+    process.stderr.write('--per N: a positive number\n');
+    process.exit(2);
+  }
   const prof = JSON.parse(readFileSync(file, 'utf8')) as Profile;
   process.stdout.write(
-    summarizeProfile(prof, { top: ti >= 0 ? Number(args[ti + 1]) : 25, filter: fi >= 0 ? args[fi + 1] : undefined }) + '\n',
+    summarizeProfile(prof, {
+      top: value('--top') !== undefined ? Number(value('--top')) : 25,
+      filter: value('--filter'),
+      window: w ? { fromEnd: w[0]!, length: w[1]! } : undefined,
+      per,
+    }) + '\n',
   );
 }
