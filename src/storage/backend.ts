@@ -128,6 +128,19 @@ export class StorageError extends Error {
   }
 }
 
+/**
+ * Fills `buffer[0, length)` with the file's bytes from `position`: as many reads as that takes.
+ * A file that ends first is an 'unavailable' StorageError (it is shorter than its record says).
+ */
+export async function readExactly(reader: FileReader, buffer: Buffer, length: number, position: number): Promise<void> {
+  let got = 0;
+  while (got < length) {
+    const n = await reader.read(buffer, got, length - got, position + got);
+    if (n === 0) throw new StorageError('unavailable', `the stored file ended at byte ${position + got}, ${length - got} bytes short`);
+    got += n;
+  }
+}
+
 export function isStorageError(e: unknown, kind?: StorageErrorKind): e is StorageError {
   return e instanceof StorageError && (kind === undefined || e.kind === kind);
 }

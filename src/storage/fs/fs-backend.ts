@@ -5,7 +5,7 @@ import { randomBytes } from 'node:crypto';
 import { pipeline } from 'node:stream/promises';
 import { Writable, type Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
-import { StorageError, type ByteRange, type FileReader, type PartWrite, type StorageBackend, type StoredObjectInfo, type WriteOptions } from '../backend.js';
+import { readExactly, StorageError, type ByteRange, type FileReader, type PartWrite, type StorageBackend, type StoredObjectInfo, type WriteOptions } from '../backend.js';
 
 export interface FsBackendOptions {
   splitLength: number;
@@ -175,27 +175,16 @@ export class FsBackend implements StorageBackend {
     });
   }
 
-  readRange(uri: string, range: ByteRange): Promise<Buffer> {
-    const path = toPath(uri);
-    const length = range.end - range.start + 1;
-    // Callback calls: three trips to the thread pool and no FileHandle bookkeeping.
-    return new Promise((resolve, reject) => {
-      fs.open(path, 'r', (err, fd) => {
-        if (err) return reject(openFailure(path, err));
-        const buf = Buffer.allocUnsafe(length);
-        let got = 0;
-        const finish = (e: Error | null) => fs.close(fd, () => (e ? reject(e) : resolve(buf)));
-        const next = () =>
-          fs.read(fd, buf, got, length - got, range.start + got, (e, n) => {
-            if (e) return finish(new StorageError('unavailable', `cannot read ${path}: ${e.message}`, { cause: e }));
-            if (n === 0) return finish(new StorageError('unavailable', `${path} ended at ${range.start + got}, expected ${range.end + 1}`));
-            got += n;
-            if (got < length) return next();
-            finish(null);
-          });
-        next();
-      });
-    });
+  async readRange(uri: string, range: ByteRange): Promise<Buffer> {
+    // Three trips to the thread pool: open, read, close.
+    const reader = await this.openReader(uri);
+    try {
+      const buf = Buffer.allocUnsafe(range.end - range.start + 1);
+      await readExactly(reader, buf, buf.length, range.start);
+      return buf;
+    } finally {
+      await reader.close();
+    }
   }
 
   async save(uri: string, source: Readable, opts: WriteOptions = {}): Promise<{ size: number }> {
