@@ -258,13 +258,13 @@ const liveBucketHeadQuery = prepared((db: Executor, bucketId: string, key: strin
 /**
  * The head version of a key together with its bucket's liveness, in one statement (the download of
  * a head runs two lookups otherwise: a sixth of a small download's CPU was SQLite). Throws
- * BUCKET_NOT_FOUND for a missing or deleted bucket; `head` is null when the key has no versions.
+ * BUCKET_NOT_FOUND for a missing or deleted bucket; null when the key has no versions.
  * The caller checks permissions before it reveals anything about the key.
  */
-export async function findHeadInLiveBucket(db: Executor, bucketId: string, key: string): Promise<{ head: ObjectVersion | null }> {
+export async function findHeadInLiveBucket(db: Executor, bucketId: string, key: string): Promise<ObjectVersion | null> {
   const r = (await liveBucketHeadQuery.first(db, bucketId, key)) as (VersionWithFileRow & { b_deleted: number }) | undefined;
   if (!r || r.b_deleted) throw new AppError('BUCKET_NOT_FOUND');
-  return { head: r.seq === null ? null : toVersion(r) };
+  return r.seq === null ? null : toVersion(r);
 }
 
 /**

@@ -46,7 +46,7 @@ export function objectRoutes(app: FastifyInstance, deps: HttpDeps): void {
     const resource = { type: 'object' as const, bucketId: addr.bucketId, key: addr.key };
     if (versionId === null) {
       // The head: bucket and version in one lookup; the same answers in the same order as below.
-      const { head } = await findHeadInLiveBucket(ctx.db, addr.bucketId, addr.key);
+      const head = await findHeadInLiveBucket(ctx.db, addr.bucketId, addr.key);
       await auth.require(req, 'object-read', resource);
       if (!head || head.fileId === null) throw new AppError('OBJECT_NOT_FOUND');
       return sendDownload(ctx, req, reply, head, { attachment: flag(q, 'download') });
