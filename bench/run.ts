@@ -7,18 +7,19 @@
  * the target, and writes bench/results/<stamp>-<db>.json and bench/results/latest-<db>.json.
  */
 import { execFileSync } from 'node:child_process';
-import { randomBytes, randomUUID } from 'node:crypto';
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { existsSync, mkdirSync } from 'node:fs';
 import { cp, mkdtemp, rm, symlink } from 'node:fs/promises';
 import os from 'node:os';
 import { isAbsolute, join, resolve } from 'node:path';
-import { HttpClient, MiB, closedLoop, median, patternMd5, summarize, type LatencySummary, type LoopResult } from './lib/client.js';
+import { HttpClient, MiB, closedLoop, median, patternDigest, patternMd5, summarize, type LatencySummary, type LoopResult } from './lib/client.js';
 import { ClientCpu, ROOT, ResourceMonitor, cpuSeconds, freePort, reachable, startProcess, waitHealthy, type ManagedProcess, type ResourceUsage } from './lib/proc.js';
+import { signHeaders, UNSIGNED, type S3Credentials } from './lib/sigv4.js';
 import { makeRow, table, writeResult, fmt, type Row } from './lib/report.js';
 import { createPgDatabase, seedPostgres, seedSqlite, type SeededBucket } from './lib/seed.js';
 
 type DbKind = 'sqlite' | 'postgres';
-const WORKLOADS = ['W1', 'W2', 'W3', 'W4', 'W5', 'W6', 'W7'] as const;
+const WORKLOADS = ['W1', 'W2', 'W3', 'W4', 'W5', 'W6', 'W7', 'S3'] as const;
 
 interface Options {
   quick: boolean;
@@ -38,7 +39,8 @@ const USAGE = `usage: npm run bench -- [options]
   --pg-url URL          PostgreSQL admin URL (default $BENCH_PG_URL or postgres://postgres@127.0.0.1:5432/postgres)
   --objects A,B         object counts of the two listing buckets (default 10000,1000000; quick 2000,20000)
   --reps N              repetitions of W1, W2 (at least 5), W5 and their ceilings (medians reported; default 3, quick 1)
-  --only W1,W3,...      run only these workloads (result saved as *-partial.json, latest-* untouched)
+  --only W1,W3,...      run only these workloads (result saved as *-partial.json, latest-* untouched);
+                        S3 is W1–W4 through the S3 door (SigV4), next to the REST door's W1–W4
   --profile             run files-rest under --cpu-prof; profiles go to <results>/profiles/
   --results-dir DIR     where the JSON results go (default bench/results)
   --strict              exit 1 when a target is missed`;
@@ -76,6 +78,8 @@ function parseArgs(argv: string[]): Options {
     } else if (a === '--only') {
       o.only = new Set(val().toUpperCase().split(',').map((s) => s.trim()).filter(Boolean));
       for (const w of o.only) if (!(WORKLOADS as readonly string[]).includes(w)) throw new Error(`--only: unknown workload ${w}`);
+      // The S3 figures are ratios to the REST door's in the same run.
+      if (o.only.has('S3')) for (const w of ['W1', 'W2', 'W3', 'W4']) o.only.add(w);
     } else if (a === '--profile') o.profile = true;
     else if (a === '--results-dir') {
       const v = val();
@@ -260,8 +264,15 @@ async function watched<T>(proc: ManagedProcess, fn: () => Promise<T>, opts: { db
   }
 }
 
-function serviceEnv(dir: string, port: number, databaseUrl: string): Record<string, string> {
+/** The server key of the benchmark's services (FILES_REST_SERVER_KEY: S3 access keys are encrypted with it). */
+const SERVER_KEY = randomBytes(32).toString('base64');
+/** The S3 door's address of each started service. */
+const s3Urls = new WeakMap<ManagedProcess, string>();
+
+function serviceEnv(dir: string, port: number, databaseUrl: string, s3Port = 0): Record<string, string> {
   return {
+    FILES_REST_S3_PORT: s3Port ? String(s3Port) : 'off',
+    FILES_REST_SERVER_KEY: SERVER_KEY,
     PATH: process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin',
     HOME: process.env.HOME ?? dir,
     HOST: '127.0.0.1',
@@ -272,21 +283,45 @@ function serviceEnv(dir: string, port: number, databaseUrl: string): Record<stri
     FILES_REST_MULTIPART_CHUNKSIZE_MIN: String(MiB),
     FILES_REST_SHUTDOWN_GRACE: '5',
     LOG_LEVEL: 'warn',
+    // BENCH_SQLITE_DRIVER=node measures files-rest on node:sqlite (the driver evaluation in the README).
+    ...(process.env.BENCH_SQLITE_DRIVER ? { FILES_REST_SQLITE_DRIVER: process.env.BENCH_SQLITE_DRIVER } : {}),
+    // BENCH_PROCESSES=N runs files-rest with FILES_REST_PROCESSES=N (node:cluster). Its CPU and memory
+    // columns then count the primary only, which serves nothing: read the throughput columns.
+    ...(process.env.BENCH_PROCESSES ? { FILES_REST_PROCESSES: process.env.BENCH_PROCESSES } : {}),
   };
 }
 
 async function startService(dir: string, databaseUrl: string, name: string, profileDir: string | null): Promise<ManagedProcess> {
   const port = await freePort();
+  const s3Port = await freePort();
   const flags = profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`, `--cpu-prof-name=${name}-${Date.now()}.cpuprofile`] : [];
   const p = startProcess(name, [...flags, join(APP, 'bin', 'files-rest.js'), 'serve'], {
     cwd: APP,
-    env: serviceEnv(dir, port, databaseUrl),
+    env: serviceEnv(dir, port, databaseUrl, s3Port),
     logFile: join(dir, `${name}.log`),
     port,
   });
   cleanups.push(() => p.stop());
   await waitHealthy(p, '/readyz');
+  s3Urls.set(p, `http://127.0.0.1:${s3Port}`);
   return p;
+}
+
+/**
+ * A client of a service's S3 door: the same undici Pool as the REST client, every request signed
+ * with SigV4 by a fresh access key (`files-rest key create`).
+ */
+function s3Client(dir: string, databaseUrl: string, svc: ManagedProcess, connections: number) {
+  const url = s3Urls.get(svc)!;
+  const out = execFileSync(process.execPath, [join(APP, 'bin', 'files-rest.js'), 'key', 'create', '--json'], { cwd: APP, env: serviceEnv(dir, 0, databaseUrl), encoding: 'utf8' });
+  const k = JSON.parse(out) as { access_key_id: string; secret_access_key: string };
+  const creds: S3Credentials = { accessKeyId: k.access_key_id, secretAccessKey: k.secret_access_key, region: 'us-east-1' };
+  const host = new URL(url).host;
+  return {
+    http: new HttpClient(url, connections),
+    /** The signing headers of one request, made when it is sent. */
+    sign: (method: string, path: string, payload = UNSIGNED) => () => signHeaders(creds, host, method, path, payload),
+  };
 }
 
 async function startCeiling(dir: string): Promise<ManagedProcess> {
@@ -409,6 +444,9 @@ async function runSection(db: DbKind, o: Options, p: Params, stamp: string): Pro
   let svc = await startService(dir, databaseUrl, 'files-rest-a', profileDir);
   let sc = new HttpClient(svc.url, p.inFlight);
   cleanups.push(() => sc.close());
+  const s3 = want('S3') ? s3Client(dir, databaseUrl, svc, p.inFlight) : null;
+  if (s3) cleanups.push(() => s3.http.close());
+  const s3Md5 = `"${expectedMd5}"`;
 
   if (want('W7')) {
     log(`[${db}] W7 baseline: sequential 4 KiB PUTs into an empty bucket of a fresh database`);
@@ -429,8 +467,14 @@ async function runSection(db: DbKind, o: Options, p: Params, stamp: string): Pro
       await cc.getCount('/stream/warm-up', warm);
       await sc.putPattern(`/files/${bucket}/w1/warm-up.bin`, pattern, 0, warm);
       await sc.getCount(`/files/${bucket}/w1/warm-up.bin`, warm);
+      if (s3) {
+        await s3.http.putPattern(`/${bucket}/w1/s3-warm-up.bin`, pattern, 0, warm, 'PUT', s3.sign('PUT', `/${bucket}/w1/s3-warm-up.bin`));
+        await s3.http.getCount(`/${bucket}/w1/s3-warm-up.bin`, warm, s3.sign('GET', `/${bucket}/w1/s3-warm-up.bin`));
+      }
       const ceilRuns: { mibps: number; usage: Usage }[] = [];
       const svcRuns: { mibps: number; usage: Usage }[] = [];
+      const s3Runs: Record<'unsigned' | 'signed', { mibps: number; usage: Usage }[]> = { unsigned: [], signed: [] };
+      const bigSha256 = s3 ? patternDigest(pattern, p.bigSize, 'sha256') : '';
       for (let rep = 0; rep < p.reps; rep++) {
         log(`[${db}] W1 ${big} PUT, repetition ${rep + 1}/${p.reps}: ceiling, then files-rest`);
         const c = await watched(ceil, () => cc.putPattern(`/hash-write/w1-${rep}`, pattern, 0, p.bigSize), { db: false });
@@ -439,6 +483,24 @@ async function runSection(db: DbKind, o: Options, p: Params, stamp: string): Pro
         const s = await watched(svc, () => sc.putPattern(w1Key(rep), pattern, 0, p.bigSize));
         if (s.result.json?.checksum !== `md5:${expectedMd5}`) throw new Error(`W1: wrong checksum ${s.result.text.slice(0, 300)}`);
         svcRuns.push({ mibps: p.bigSize / MiB / s.result.seconds, usage: s.usage });
+        if (s3) {
+          for (const mode of ['unsigned', 'signed'] as const) {
+            log(`[${db}] W1 ${big} PUT through the S3 door, ${mode === 'signed' ? 'signed payload' : 'UNSIGNED-PAYLOAD'}`);
+            const path = `/${bucket}/w1/s3-${mode}-${rep}.bin`;
+            const r = await watched(svc, () => s3.http.putPattern(path, pattern, 0, p.bigSize, 'PUT', s3.sign('PUT', path, mode === 'signed' ? bigSha256 : UNSIGNED)));
+            if (r.result.headers.etag !== s3Md5) throw new Error(`S3 W1: unexpected ETag ${String(r.result.headers.etag)}`);
+            s3Runs[mode].push({ mibps: p.bigSize / MiB / r.result.seconds, usage: r.usage });
+          }
+        }
+      }
+      if (s3) {
+        for (const mode of ['unsigned', 'signed'] as const) {
+          const runs = s3Runs[mode];
+          figures[`S3.W1.${mode}.mibps`] = median(runs.map((r) => r.mibps));
+          figures[`S3.W1.${mode}.pairedRatio`] = median(runs.map((r, i) => r.mibps / svcRuns[i]!.mibps));
+          usage[`S3 W1 ${mode}`] = withCost(runs[runs.length - 1]!.usage, { bytes: p.bigSize });
+        }
+        details.S3W1 = s3Runs;
       }
       figures['ceiling.hashWrite.mibps'] = median(ceilRuns.map((r) => r.mibps));
       figures['ceiling.hashWrite.peakRssMB'] = Math.max(...ceilRuns.map((r) => r.usage.peakRssMB));
@@ -452,6 +514,7 @@ async function runSection(db: DbKind, o: Options, p: Params, stamp: string): Pro
     if (want('W2')) {
       const ceilRuns: { mibps: number; usage: Usage }[] = [];
       const svcRuns: { mibps: number; usage: Usage }[] = [];
+      const s3Runs: { mibps: number; usage: Usage }[] = [];
       // A GET takes a second or two and varies most from one repetition to the next: at least 5.
       const reps = Math.max(p.reps, p.mode === 'quick' ? 1 : 5);
       for (let rep = 0; rep < reps; rep++) {
@@ -461,6 +524,19 @@ async function runSection(db: DbKind, o: Options, p: Params, stamp: string): Pro
         const s = await watched(svc, () => sc.getCount(w1Key(rep % p.reps), p.bigSize));
         if (s.result.headers.etag !== `"md5:${expectedMd5}"`) throw new Error(`W2: unexpected ETag ${String(s.result.headers.etag)}`);
         svcRuns.push({ mibps: p.bigSize / MiB / s.result.seconds, usage: s.usage });
+        if (s3) {
+          // The same object through the S3 door (a bucket's id is its S3 name too).
+          const path = `/${bucket}/w1/big-${rep % p.reps}.bin`;
+          const r = await watched(svc, () => s3.http.getCount(path, p.bigSize, s3.sign('GET', path)));
+          if (r.result.headers.etag !== s3Md5) throw new Error(`S3 W2: unexpected ETag ${String(r.result.headers.etag)}`);
+          s3Runs.push({ mibps: p.bigSize / MiB / r.result.seconds, usage: r.usage });
+        }
+      }
+      if (s3) {
+        figures['S3.W2.mibps'] = median(s3Runs.map((r) => r.mibps));
+        figures['S3.W2.pairedRatio'] = median(s3Runs.map((r, i) => r.mibps / svcRuns[i]!.mibps));
+        usage['S3 W2'] = withCost(s3Runs[s3Runs.length - 1]!.usage, { bytes: p.bigSize });
+        details.S3W2 = s3Runs;
       }
       figures['ceiling.stream.mibps'] = median(ceilRuns.map((r) => r.mibps));
       figures['ceiling.stream.peakRssMB'] = Math.max(...ceilRuns.map((r) => r.usage.peakRssMB));
@@ -514,6 +590,7 @@ async function runSection(db: DbKind, o: Options, p: Params, stamp: string): Pro
       figures['W5.peakRssMB'] = Math.max(...runs.map((r) => r.usage.peakRssMB));
       usage.W5 = withCost(runs[runs.length - 1]!.usage, { bytes: p.bigSize });
       details.W5 = runs;
+      await runW5S3(db, dir, databaseUrl, p, pattern, expectedMd5, { figures, details, usage });
     }
   }
 
@@ -549,6 +626,28 @@ async function runSection(db: DbKind, o: Options, p: Params, stamp: string): Pro
     usage['W3 ceiling'] = withCost(c.usage, { ops: c.result.ops + c.result.warmupOps });
     usage['W3 durable ref'] = withCost(d.usage, { ops: d.result.ops + d.result.warmupOps });
     details.W3 = { ceiling: c.result, durableReference: d.result, service: s.result };
+    if (s3) {
+      const smallSha256 = createHash('sha256').update(small).digest('hex');
+      for (const mode of ['unsigned', 'signed'] as const) {
+        log(`[${db}] W3 through the S3 door, ${mode === 'signed' ? 'signed payload' : 'UNSIGNED-PAYLOAD'}`);
+        const r = await watched(svc, () =>
+          closedLoop({
+            concurrency: p.inFlight,
+            durationMs: p.loopMs,
+            maxOps: p.loopMaxOps,
+            warmupMs: p.warmupMs,
+            op: async (w, seq) => {
+              const path = `/${bucket}/w3/s3-${mode}-${w}-${seq}.bin`;
+              await s3.http.ok('PUT', path, { body: small, headers: s3.sign('PUT', path, mode === 'signed' ? smallSha256 : UNSIGNED)() });
+            },
+          }),
+        );
+        figures[`S3.W3.${mode}.opsPerSec`] = r.result.opsPerSec;
+        figures[`S3.W3.${mode}.p50Ms`] = r.result.p50Ms;
+        usage[`S3 W3 ${mode}`] = withCost(r.usage, { ops: r.result.ops + r.result.warmupOps });
+        details[`S3W3${mode}`] = r.result;
+      }
+    }
   }
 
   if (want('W4')) {
@@ -583,10 +682,32 @@ async function runSection(db: DbKind, o: Options, p: Params, stamp: string): Pro
     usage.W4 = withCost(s.usage, { ops: s.result.ops + s.result.warmupOps });
     usage['W4 ceiling'] = withCost(c.usage, { ops: c.result.ops + c.result.warmupOps });
     details.W4 = { ceiling: c.result, service: s.result };
+    if (s3) {
+      log(`[${db}] W4 through the S3 door`);
+      const r = await watched(svc, () =>
+        closedLoop({
+          concurrency: p.inFlight,
+          durationMs: p.loopMs,
+          maxOps: p.loopMaxOps,
+          warmupMs: p.warmupMs,
+          op: async () => {
+            const path = `/${bucket}/w4/${pick()}.bin`;
+            const res = await s3.http.pool.request({ method: 'GET', path, headers: s3.sign('GET', path)() });
+            const b = await res.body.arrayBuffer();
+            if (res.statusCode !== 200 || b.byteLength !== p.smallSize) throw new Error(`S3 GET ${path}: HTTP ${res.statusCode}, ${b.byteLength} bytes`);
+          },
+        }),
+      );
+      figures['S3.W4.opsPerSec'] = r.result.opsPerSec;
+      figures['S3.W4.p50Ms'] = r.result.p50Ms;
+      usage['S3 W4'] = withCost(r.usage, { ops: r.result.ops + r.result.warmupOps });
+      details.S3W4 = r.result;
+    }
   }
 
   await cc.close();
   await ceil.stop();
+  await s3?.http.close();
   await sc.close();
   await svc.stop();
 
@@ -658,8 +779,16 @@ async function runSection(db: DbKind, o: Options, p: Params, stamp: string): Pro
     { id: 'W4.opsPerSec', workload: 'W4', figure: `4 KiB GET ×${p.inFlight}`, unit: 'ops/s', ceilingId: 'ceiling.memGet.opsPerSec', ceilingLabel: 'in-memory', target: { on: 'ratio', op: '>=', bound: 0.5 } },
     { id: 'W4.p50Ms', workload: 'W4', figure: 'p50 latency', unit: 'ms', ceilingId: 'ceiling.memGet.p50Ms', ceilingLabel: 'in-memory' },
     { id: 'W4.p99Ms', workload: 'W4', figure: 'p99 latency', unit: 'ms', ceilingId: 'ceiling.memGet.p99Ms', ceilingLabel: 'in-memory' },
+    { id: 'S3.W1.unsigned.mibps', workload: 'S3', figure: `W1 PUT ${big}, UNSIGNED-PAYLOAD`, unit: 'MiB/s', ceilingId: 'W1.mibps', ceilingLabel: 'REST W1', ratioId: 'S3.W1.unsigned.pairedRatio', target: { on: 'ratio', op: '>=', bound: 0.9 } },
+    { id: 'S3.W1.signed.mibps', workload: 'S3', figure: `W1 PUT ${big}, signed payload`, unit: 'MiB/s', ceilingId: 'W1.mibps', ceilingLabel: 'REST W1', ratioId: 'S3.W1.signed.pairedRatio', target: { on: 'ratio', op: '>=', bound: 0.9 } },
+    { id: 'S3.W2.mibps', workload: 'S3', figure: `W2 GET ${big}`, unit: 'MiB/s', ceilingId: 'W2.mibps', ceilingLabel: 'REST W2', ratioId: 'S3.W2.pairedRatio', target: { on: 'ratio', op: '>=', bound: 0.9 } },
+    { id: 'S3.W3.unsigned.opsPerSec', workload: 'S3', figure: `W3 4 KiB PUT ×${p.inFlight}, UNSIGNED-PAYLOAD`, unit: 'ops/s', ceilingId: 'W3.opsPerSec', ceilingLabel: 'REST W3', target: { on: 'ratio', op: '>=', bound: 0.9 } },
+    { id: 'S3.W3.signed.opsPerSec', workload: 'S3', figure: `W3 4 KiB PUT ×${p.inFlight}, signed payload`, unit: 'ops/s', ceilingId: 'W3.opsPerSec', ceilingLabel: 'REST W3', target: { on: 'ratio', op: '>=', bound: 0.9 } },
+    { id: 'S3.W4.opsPerSec', workload: 'S3', figure: `W4 4 KiB GET ×${p.inFlight}`, unit: 'ops/s', ceilingId: 'W4.opsPerSec', ceilingLabel: 'REST W4', target: { on: 'ratio', op: '>=', bound: 0.9 } },
     { id: 'W5.mibps', workload: 'W5', figure: `multipart ${big} (${p.parts}×${humanBytes(p.partSize)}, ${p.partsInFlight} in flight)`, unit: 'MiB/s', ceilingId: 'W1.mibps', ceilingLabel: 'W1', target: { on: 'ratio', op: '>=', bound: 0.85 } },
     { id: 'W5.lastPartToUsableS', workload: 'W5', figure: 'last part → downloadable', unit: 's', target: { on: 'value', op: '<=', bound: 2 } },
+    { id: 'W5S3.mibps', workload: 'W5', figure: `W5 through the S3 door (raw UploadPart, ${p.partsInFlight} in flight)`, unit: 'MiB/s', ceilingId: 'W5.mibps', ceilingLabel: 'W5 REST', target: { on: 'ratio', op: '>=', bound: 0.9 } },
+    { id: 'W5S3.lastPartToUsableS', workload: 'W5', figure: 'S3: last part → downloadable', unit: 's', target: { on: 'value', op: '<=', bound: 2 } },
     { id: 'W6.small.p50Ms', workload: 'W6', figure: `page p50 ${k0}`, unit: 'ms' },
     { id: 'W6.small.p99Ms', workload: 'W6', figure: `page p99 ${k0}`, unit: 'ms' },
     { id: 'W6.large.p50Ms', workload: 'W6', figure: `page p50 ${k}`, unit: 'ms', ceilingId: 'W6.small.p50Ms', ceilingLabel: k0 },
@@ -671,6 +800,75 @@ async function runSection(db: DbKind, o: Options, p: Params, stamp: string): Pro
   ];
   const rows = rowDefs.filter((r) => want(r.workload)).map((r) => makeRow(figures, r));
   return { figures, rows, details, complete: !o.only };
+}
+
+/**
+ * W5 through the S3 door: the same object in the same parts, 4 in flight, as raw S3 calls
+ * (CreateMultipartUpload, UploadPart, CompleteMultipartUpload; anonymous under allow-all), on a
+ * files-rest process of its own with the S3 listener on, over the section's database.
+ */
+async function runW5S3(
+  db: DbKind,
+  dir: string,
+  databaseUrl: string,
+  p: Params,
+  pattern: Buffer,
+  expectedMd5: string,
+  out: { figures: Record<string, number>; details: Record<string, unknown>; usage: Record<string, Usage> },
+): Promise<void> {
+  const port = await freePort();
+  const s3Port = await freePort();
+  const svc = startProcess('files-rest-s3', [join(APP, 'bin', 'files-rest.js'), 'serve'], {
+    cwd: APP,
+    env: { ...serviceEnv(dir, port, databaseUrl), FILES_REST_S3_PORT: String(s3Port), FILES_REST_S3_MULTIPART_MIN_PART_SIZE: String(MiB) },
+    logFile: join(dir, 'files-rest-s3.log'),
+    port,
+  });
+  cleanups.push(() => svc.stop());
+  await waitHealthy(svc, '/readyz');
+  const rest = new HttpClient(svc.url, 4);
+  const s3 = new HttpClient(`http://127.0.0.1:${s3Port}`, p.partsInFlight + 1);
+  cleanups.push(() => rest.close());
+  cleanups.push(() => s3.close());
+  const bucket = await createBucket(rest);
+  const runs: { mibps: number; lastPartToUsableS: number; completeRequestS: number; usage: Usage }[] = [];
+  for (let rep = 0; rep < p.reps; rep++) {
+    log(`[${db}] W5-S3 ${humanBytes(p.bigSize)} multipart through the S3 door (${p.parts} parts, ${p.partsInFlight} in flight), repetition ${rep + 1}/${p.reps}`);
+    const key = `/${bucket}/w5s3/big-${rep}.bin`;
+    const r = await watched(svc, async () => {
+      const t0 = performance.now();
+      const init = await s3.ok('POST', `${key}?uploads`);
+      const id = /<UploadId>([^<]+)<\/UploadId>/.exec(init.text)?.[1];
+      if (!id) throw new Error(`CreateMultipartUpload answered no UploadId: ${init.text.slice(0, 200)}`);
+      const etags: string[] = [];
+      let next = 0;
+      await Promise.all(
+        Array.from({ length: p.partsInFlight }, async () => {
+          for (let guard = 0; guard < p.parts && next < p.parts; guard++) {
+            const n = next++;
+            const len = Math.min(p.partSize, p.bigSize - n * p.partSize);
+            const put = await s3.putPattern(`${key}?partNumber=${n + 1}&uploadId=${id}`, pattern, n * p.partSize, len);
+            etags[n] = String(put.headers.etag);
+          }
+        }),
+      );
+      const tLast = performance.now();
+      const xml = `<CompleteMultipartUpload>${etags.map((e, i) => `<Part><PartNumber>${i + 1}</PartNumber><ETag>${e}</ETag></Part>`).join('')}</CompleteMultipartUpload>`;
+      const done = await s3.ok('POST', `${key}?uploadId=${id}`, { body: Buffer.from(xml), headers: { 'content-type': 'application/xml', 'content-length': String(Buffer.byteLength(xml)) } });
+      const tComplete = performance.now();
+      const head = await rest.request('HEAD', `/files${key}`);
+      const tUsable = performance.now();
+      if (head.status !== 200) throw new Error(`W5-S3: object not downloadable after completion (HTTP ${head.status}): ${done.text.slice(0, 200)}`);
+      if (head.headers.etag !== `"md5:${expectedMd5}"`) throw new Error(`W5-S3: unexpected ETag ${String(head.headers.etag)}`);
+      return { mibps: p.bigSize / MiB / ((tUsable - t0) / 1000), lastPartToUsableS: (tUsable - tLast) / 1000, completeRequestS: (tComplete - tLast) / 1000 };
+    });
+    runs.push({ ...r.result, usage: r.usage });
+  }
+  out.figures['W5S3.mibps'] = median(runs.map((r) => r.mibps));
+  out.figures['W5S3.lastPartToUsableS'] = median(runs.map((r) => r.lastPartToUsableS));
+  out.usage['W5 S3'] = withCost(runs[runs.length - 1]!.usage, { bytes: p.bigSize });
+  out.details.W5S3 = runs;
+  await svc.stop();
 }
 
 async function pgSettings(url: string): Promise<Record<string, string>> {

@@ -1,4 +1,5 @@
 import { isIP } from 'node:net';
+import { availableParallelism } from 'node:os';
 
 /**
  * Settings, read once from the environment into one frozen, typed object.
@@ -20,6 +21,8 @@ export interface Config {
   readonly dataDir: string;
   readonly autoLocation: boolean;
   readonly worker: boolean;
+  /** FILES_REST_PROCESSES: HTTP server processes `serve` runs (node:cluster, sharing the ports); 1: this process alone. */
+  readonly processes: number;
   readonly permissionFactory: PermissionFactoryName;
   readonly defaultMaxFileSize: number | null;
   readonly defaultQuotaSize: number | null;
@@ -30,6 +33,8 @@ export interface Config {
   /** Days, fractions allowed. */
   readonly multipartExpires: number;
   readonly multipartAbortOnPartFailure: boolean;
+  /** Days a tus upload lives after its last PATCH (fractions allowed) before it is swept. */
+  readonly tusExpires: number;
   readonly maxContentLength: number | null;
   readonly xsendfileEnabled: boolean;
   /** Internal location prefix of X-Accel-Redirect paths; starts and ends with '/'. */
@@ -50,12 +55,16 @@ export interface Config {
   readonly storagePathSplitLength: number;
   readonly storagePathDimensions: number;
   readonly allowRangeRequests: boolean;
+  /** Seconds an upload's body may stall (no byte arrives) before the upload is cut; 0: never. */
+  readonly bodyIdleTimeout: number;
   /** Seconds in-flight requests get after SIGTERM. */
   readonly shutdownGrace: number;
   /** PostgreSQL connections per process. */
   readonly dbPoolSize: number;
   /** Bytes of a SQLite database file read through a memory map (0: none, every page is read with pread). */
   readonly sqliteMmapSize: number;
+  /** FILES_REST_SQLITE_DRIVER: better-sqlite3 (default) or node (node:sqlite, Node.js 22.5+). */
+  readonly sqliteDriver: 'better-sqlite3' | 'node';
   /** Milliseconds a PostgreSQL statement may run (0: no limit); a query without an answer for 5 s more fails too. */
   readonly dbStatementTimeout: number;
   /** Milliseconds to wait for a PostgreSQL connection (a new one, or a free one when the pool is busy). */
@@ -80,6 +89,16 @@ export interface Config {
   readonly checksumVerifyMaxBytes: number;
   /** False: a file whose last integrity check failed is not served (409 FILE_CORRUPTED). */
   readonly serveCorruptedFiles: boolean;
+  /** Copies of each file a bucket without its own policy requires (1: no replication). */
+  readonly defaultCopies: number;
+  /** Locations that take the further copies, in order of preference; empty: every other location, by name. */
+  readonly replicaLocations: readonly string[];
+  /** Copies an upload waits for before it is acknowledged (1: the first copy only). */
+  readonly uploadWaitCopies: number;
+  /** Whole downloads checked against the MD5: `small` (up to 64 KiB, before a byte is sent), `all` (larger ones too, as they stream), `off`. */
+  readonly checkDownloads: 'small' | 'all' | 'off';
+  /** Days of fixity history kept event by event; older events are summarised per file, copy and kind. */
+  readonly fixityHistoryDays: number;
   /** Upload adapters, in the order they are tried. */
   readonly uploadFactories: readonly string[];
   readonly multipartPartFactories: readonly string[];
@@ -94,6 +113,28 @@ export interface Config {
   readonly s3ForcePathStyle: boolean;
   /** Seconds a presigned download URL (X-Accel-Redirect to S3) stays valid. */
   readonly s3PresignExpires: number;
+  /** Port of the S3-compatible API (FILES_REST_S3_PORT): a number, 'auto' (any free port), or null (off). */
+  readonly s3Port: number | 'auto' | null;
+  /** FILES_REST_S3_MULTIPART_MIN_PART_SIZE: the least size of every part but the last of an S3 multipart upload (S3: 5 MiB). */
+  readonly s3MultipartMinPartSize: number;
+  /** FILES_REST_S3_MULTIPART_LAYOUT_WAIT: ms a part other than part 1 waits for part 1 to fix the part size (see s3-uploads.ts). */
+  readonly s3MultipartLayoutWait: number;
+  /**
+   * FILES_REST_S3_KEY_CACHE_SECONDS: how long the S3 door keeps a verified access key (decrypted
+   * secret, scope, expiry) in memory before reading it from the database again; 0 disables. A key
+   * revoked by another process is still accepted here for at most this long.
+   */
+  readonly s3KeyCacheSeconds: number;
+  /** FILES_REST_SERVER_KEY: base64 of 32 bytes encrypting S3 secrets; null: the key file beside a SQLite database. */
+  readonly serverKey: string | null;
+  /** FILES_REST_SERVER_KEY_PREVIOUS: keys still accepted for decryption (rotation), comma-separated base64. */
+  readonly serverKeyPrevious: readonly string[];
+  /** FILES_REST_CONSOLE: serve the web console at `{prefix}/console`. */
+  readonly console: boolean;
+  /** FILES_REST_SIGNED_URL_MAX_EXPIRES: the longest a signed URL may be valid, seconds. */
+  readonly signedUrlMaxExpires: number;
+  /** FILES_REST_SIGNED_URL_EXPIRES: a signed URL's validity when the caller names none, seconds (at most the maximum). */
+  readonly signedUrlExpires: number;
 }
 
 export class ConfigError extends Error {
@@ -107,21 +148,24 @@ export class ConfigError extends Error {
 const KNOWN = new Set([
   'HOST', 'PORT', 'DATABASE_URL', 'MAX_CONTENT_LENGTH', 'LOG_LEVEL',
   'FILES_REST_URL_PREFIX', 'FILES_REST_BASE_URL', 'FILES_REST_DATA_DIR', 'FILES_REST_AUTO_LOCATION',
-  'FILES_REST_WORKER', 'FILES_REST_PERMISSION_FACTORY', 'FILES_REST_DEFAULT_MAX_FILE_SIZE',
+  'FILES_REST_WORKER', 'FILES_REST_PROCESSES', 'FILES_REST_PERMISSION_FACTORY', 'FILES_REST_DEFAULT_MAX_FILE_SIZE',
   'FILES_REST_DEFAULT_QUOTA_SIZE', 'FILES_REST_OBJECT_KEY_MAX_LEN', 'FILES_REST_MULTIPART_MAX_PARTS',
-  'FILES_REST_MULTIPART_CHUNKSIZE_MIN', 'FILES_REST_MULTIPART_CHUNKSIZE_MAX', 'FILES_REST_MULTIPART_EXPIRES',
+  'FILES_REST_MULTIPART_CHUNKSIZE_MIN', 'FILES_REST_MULTIPART_CHUNKSIZE_MAX', 'FILES_REST_MULTIPART_EXPIRES', 'FILES_REST_TUS_EXPIRES',
   'FILES_REST_XSENDFILE_ENABLED', 'FILES_REST_STORAGE_FACTORY', 'FILES_REST_STORAGE_PATH_SPLIT_LENGTH',
   'FILES_REST_STORAGE_PATH_DIMENSIONS', 'FILES_REST_ALLOW_RANGE_REQUESTS',
-  'FILES_REST_MULTIPART_ABORT_ON_PART_FAILURE', 'FILES_REST_SHUTDOWN_GRACE', 'FILES_REST_TASK_POLL_INTERVAL', 'FILES_REST_TASK_LEASE',
-  'FILES_REST_DB_POOL_SIZE', 'FILES_REST_DB_STATEMENT_TIMEOUT', 'FILES_REST_SQLITE_MMAP_SIZE', 'FILES_REST_DB_CONNECT_TIMEOUT', 'FILES_REST_METRICS',
+  'FILES_REST_MULTIPART_ABORT_ON_PART_FAILURE', 'FILES_REST_SHUTDOWN_GRACE', 'FILES_REST_BODY_IDLE_TIMEOUT', 'FILES_REST_TASK_POLL_INTERVAL', 'FILES_REST_TASK_LEASE',
+  'FILES_REST_DB_POOL_SIZE', 'FILES_REST_DB_STATEMENT_TIMEOUT', 'FILES_REST_SQLITE_MMAP_SIZE', 'FILES_REST_SQLITE_DRIVER', 'FILES_REST_DB_CONNECT_TIMEOUT', 'FILES_REST_METRICS',
   'FILES_REST_MIGRATION_BYTES_PER_SECOND', 'FILES_REST_MIGRATION_GRACE', 'FILES_REST_CHECKSUM_VERIFY_PERIOD',
   'FILES_REST_CHECKSUM_VERIFY_INTERVAL', 'FILES_REST_CHECKSUM_VERIFY_MAX_FILES', 'FILES_REST_CHECKSUM_VERIFY_MAX_BYTES',
   'FILES_REST_SERVE_CORRUPTED_FILES',
+  'FILES_REST_DEFAULT_COPIES', 'FILES_REST_REPLICA_LOCATIONS', 'FILES_REST_UPLOAD_WAIT_COPIES', 'FILES_REST_CHECK_DOWNLOADS', 'FILES_REST_FIXITY_HISTORY_DAYS',
   'FILES_REST_UPLOAD_FACTORIES', 'FILES_REST_MULTIPART_PART_FACTORIES', 'FILES_REST_FILE_TAGS_HEADER',
   'FILES_REST_XSENDFILE_PREFIX', 'FILES_REST_WEBHOOK_URL', 'FILES_REST_WEBHOOK_SECRET', 'FILES_REST_WEBHOOK_EVENTS',
   'FILES_REST_RATE_LIMIT', 'FILES_REST_CORS_ORIGINS', 'FILES_REST_TRUST_PROXY',
   'FILES_REST_S3_ENDPOINT', 'FILES_REST_S3_REGION', 'FILES_REST_S3_ACCESS_KEY_ID', 'FILES_REST_S3_SECRET_ACCESS_KEY',
   'FILES_REST_S3_FORCE_PATH_STYLE', 'FILES_REST_S3_PRESIGN_EXPIRES',
+  'FILES_REST_S3_PORT', 'FILES_REST_S3_MULTIPART_MIN_PART_SIZE', 'FILES_REST_S3_MULTIPART_LAYOUT_WAIT', 'FILES_REST_S3_KEY_CACHE_SECONDS', 'FILES_REST_SERVER_KEY', 'FILES_REST_SERVER_KEY_PREVIOUS', 'FILES_REST_CONSOLE',
+  'FILES_REST_SIGNED_URL_MAX_EXPIRES', 'FILES_REST_SIGNED_URL_EXPIRES',
   // read by the `files-rest` client commands, not by the server
   'FILES_REST_URL', 'FILES_REST_TOKEN',
 ]);
@@ -144,6 +188,15 @@ function integer(env: Env, name: string, dflt: number | null, opts: { min?: numb
   return n;
 }
 
+/** FILES_REST_PROCESSES: a whole number from 1 to 64, or `auto` (one per core the process may use). */
+function processCount(env: Env): number {
+  const v = raw(env, 'FILES_REST_PROCESSES');
+  if (v === undefined) return 1;
+  if (v === 'auto') return Math.min(64, availableParallelism());
+  if (!/^\d+$/.test(v) || Number(v) < 1 || Number(v) > 64) throw new ConfigError('FILES_REST_PROCESSES', `expected a whole number from 1 to 64 or 'auto', got ${JSON.stringify(v)}`);
+  return Number(v);
+}
+
 function requiredInteger(env: Env, name: string, dflt: number, opts: { min?: number; max?: number } = {}): number {
   const n = integer(env, name, dflt, opts);
   if (n === null) throw new ConfigError(name, 'a value is required');
@@ -158,6 +211,18 @@ function decimal(env: Env, name: string, dflt: number, opts: { positive?: boolea
   const n = Number(v);
   if (opts.positive && n <= 0) throw new ConfigError(name, `must be greater than 0, got ${v}`);
   return n;
+}
+
+function sqliteDriverSetting(env: Env): 'better-sqlite3' | 'node' {
+  const v = raw(env, 'FILES_REST_SQLITE_DRIVER') ?? 'better-sqlite3';
+  if (v !== 'better-sqlite3' && v !== 'node') throw new ConfigError('FILES_REST_SQLITE_DRIVER', 'must be better-sqlite3 or node');
+  return v;
+}
+
+function checkDownloadsSetting(env: Env): 'small' | 'all' | 'off' {
+  const v = raw(env, 'FILES_REST_CHECK_DOWNLOADS') ?? 'small';
+  if (v !== 'small' && v !== 'all' && v !== 'off') throw new ConfigError('FILES_REST_CHECK_DOWNLOADS', `must be small, all or off, got ${JSON.stringify(v)}`);
+  return v;
 }
 
 function flag(env: Env, name: string, dflt: boolean): boolean {
@@ -320,6 +385,19 @@ export function loadConfig(env: Env = process.env): Config {
   if (s3SecretAccessKey !== null && s3AccessKeyId === null) {
     throw new ConfigError('FILES_REST_S3_ACCESS_KEY_ID', 'required when FILES_REST_S3_SECRET_ACCESS_KEY is set');
   }
+  const s3PortText = raw(env, 'FILES_REST_S3_PORT') ?? '9000';
+  let s3Port: number | 'auto' | null;
+  if (s3PortText === 'off' || s3PortText === '0') s3Port = null;
+  else if (s3PortText === 'auto') s3Port = 'auto';
+  else if (/^\d{1,5}$/.test(s3PortText) && Number(s3PortText) <= 65535) s3Port = Number(s3PortText);
+  else throw new ConfigError('FILES_REST_S3_PORT', `expected a port (1-65535), 'auto' or 'off', got ${JSON.stringify(s3PortText)}`);
+  const signedUrlMaxExpires = requiredInteger(env, 'FILES_REST_SIGNED_URL_MAX_EXPIRES', 604800, { min: 1 });
+  const serverKey = raw(env, 'FILES_REST_SERVER_KEY') ?? null;
+  if (serverKey !== null && !isServerKey(serverKey)) throw new ConfigError('FILES_REST_SERVER_KEY', 'expected base64 of 32 bytes (openssl rand -base64 32)');
+  const serverKeyPrevious = list(env, 'FILES_REST_SERVER_KEY_PREVIOUS', []);
+  for (const k of serverKeyPrevious) {
+    if (!isServerKey(k)) throw new ConfigError('FILES_REST_SERVER_KEY_PREVIOUS', 'expected base64 of 32 bytes per key, comma-separated');
+  }
 
   return Object.freeze({
     host: raw(env, 'HOST') ?? '127.0.0.1',
@@ -330,6 +408,8 @@ export function loadConfig(env: Env = process.env): Config {
     dataDir: raw(env, 'FILES_REST_DATA_DIR') ?? './var/data',
     autoLocation: flag(env, 'FILES_REST_AUTO_LOCATION', true),
     worker: flag(env, 'FILES_REST_WORKER', true),
+    processes: processCount(env),
+    console: flag(env, 'FILES_REST_CONSOLE', true),
     permissionFactory,
     defaultMaxFileSize: integer(env, 'FILES_REST_DEFAULT_MAX_FILE_SIZE', null),
     defaultQuotaSize: integer(env, 'FILES_REST_DEFAULT_QUOTA_SIZE', null),
@@ -339,6 +419,10 @@ export function loadConfig(env: Env = process.env): Config {
     multipartChunkSizeMax: chunkMax,
     multipartExpires: decimal(env, 'FILES_REST_MULTIPART_EXPIRES', 4, { positive: true }),
     multipartAbortOnPartFailure: flag(env, 'FILES_REST_MULTIPART_ABORT_ON_PART_FAILURE', true),
+    tusExpires: decimal(env, 'FILES_REST_TUS_EXPIRES', 1, { positive: true }),
+    s3MultipartMinPartSize: requiredInteger(env, 'FILES_REST_S3_MULTIPART_MIN_PART_SIZE', 5 * 1024 * 1024, { min: 1 }),
+    s3MultipartLayoutWait: requiredInteger(env, 'FILES_REST_S3_MULTIPART_LAYOUT_WAIT', 2000, { min: 0 }),
+    s3KeyCacheSeconds: requiredInteger(env, 'FILES_REST_S3_KEY_CACHE_SECONDS', 5, { min: 0, max: 3600 }),
     maxContentLength: integer(env, 'MAX_CONTENT_LENGTH', null),
     xsendfileEnabled: flag(env, 'FILES_REST_XSENDFILE_ENABLED', false),
     ...security,
@@ -347,10 +431,12 @@ export function loadConfig(env: Env = process.env): Config {
     storagePathDimensions: dims,
     allowRangeRequests: flag(env, 'FILES_REST_ALLOW_RANGE_REQUESTS', true),
     shutdownGrace: decimal(env, 'FILES_REST_SHUTDOWN_GRACE', 30),
+    bodyIdleTimeout: decimal(env, 'FILES_REST_BODY_IDLE_TIMEOUT', 30),
     dbPoolSize: requiredInteger(env, 'FILES_REST_DB_POOL_SIZE', 10, { min: 1, max: 1000 }),
     dbStatementTimeout: requiredInteger(env, 'FILES_REST_DB_STATEMENT_TIMEOUT', 30_000, { min: 0 }),
     dbConnectTimeout: requiredInteger(env, 'FILES_REST_DB_CONNECT_TIMEOUT', 5_000, { min: 1 }),
     sqliteMmapSize: requiredInteger(env, 'FILES_REST_SQLITE_MMAP_SIZE', 1024 ** 3, { min: 0 }),
+    sqliteDriver: sqliteDriverSetting(env),
     metrics: flag(env, 'FILES_REST_METRICS', true),
     logLevel,
     taskPollInterval: requiredInteger(env, 'FILES_REST_TASK_POLL_INTERVAL', 1000, { min: 10 }),
@@ -362,6 +448,11 @@ export function loadConfig(env: Env = process.env): Config {
     checksumVerifyMaxFiles: requiredInteger(env, 'FILES_REST_CHECKSUM_VERIFY_MAX_FILES', 1000, { min: 1 }),
     checksumVerifyMaxBytes: requiredInteger(env, 'FILES_REST_CHECKSUM_VERIFY_MAX_BYTES', 10 * 1024 * 1024 * 1024, { min: 1 }),
     serveCorruptedFiles: flag(env, 'FILES_REST_SERVE_CORRUPTED_FILES', true),
+    defaultCopies: requiredInteger(env, 'FILES_REST_DEFAULT_COPIES', 1, { min: 1, max: 10 }),
+    replicaLocations: raw(env, 'FILES_REST_REPLICA_LOCATIONS') === undefined ? [] : list(env, 'FILES_REST_REPLICA_LOCATIONS', []),
+    uploadWaitCopies: requiredInteger(env, 'FILES_REST_UPLOAD_WAIT_COPIES', 1, { min: 1, max: 10 }),
+    checkDownloads: checkDownloadsSetting(env),
+    fixityHistoryDays: decimal(env, 'FILES_REST_FIXITY_HISTORY_DAYS', 365, { positive: true }),
     uploadFactories: list(env, 'FILES_REST_UPLOAD_FACTORIES', ['raw', 'ng-file-upload']),
     multipartPartFactories: list(env, 'FILES_REST_MULTIPART_PART_FACTORIES', ['raw', 'ng-file-upload']),
     fileTagsHeader: tagsHeader,
@@ -372,5 +463,15 @@ export function loadConfig(env: Env = process.env): Config {
     s3ForcePathStyle: flag(env, 'FILES_REST_S3_FORCE_PATH_STYLE', s3Endpoint !== null),
     // SigV4 presigned URLs are valid for at most seven days.
     s3PresignExpires: requiredInteger(env, 'FILES_REST_S3_PRESIGN_EXPIRES', 300, { min: 1, max: 604800 }),
+    s3Port,
+    serverKey,
+    serverKeyPrevious,
+    signedUrlMaxExpires,
+    signedUrlExpires: Math.min(requiredInteger(env, 'FILES_REST_SIGNED_URL_EXPIRES', 3600, { min: 1 }), signedUrlMaxExpires),
   });
+}
+
+/** Base64 of exactly 32 bytes. */
+function isServerKey(text: string): boolean {
+  return /^[A-Za-z0-9+/]{43}=$/.test(text) && Buffer.from(text, 'base64').length === 32;
 }

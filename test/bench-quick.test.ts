@@ -49,6 +49,16 @@ const FIGURES = [
   'W7.full.p50Ms',
   'W7.full.p99Ms',
   'W7.freshDb.p50Ms',
+  // The S3 door's W1–W4 (SigV4), next to the REST door's.
+  'S3.W1.unsigned.mibps',
+  'S3.W1.unsigned.pairedRatio',
+  'S3.W1.signed.mibps',
+  'S3.W1.signed.pairedRatio',
+  'S3.W2.mibps',
+  'S3.W2.pairedRatio',
+  'S3.W3.unsigned.opsPerSec',
+  'S3.W3.signed.opsPerSec',
+  'S3.W4.opsPerSec',
 ];
 
 function run(args: string[], timeoutMs: number): Promise<{ code: number | null; out: string }> {

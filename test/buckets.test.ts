@@ -14,7 +14,9 @@ describe('Buckets', () => {
   it('POST /files creates a bucket with exactly the reference fields', async () => {
     const r = await req(s.files, { method: 'POST' });
     assert.equal(r.status, 200);
-    assert.deepEqual(Object.keys(r.json).sort(), ['created', 'id', 'links', 'locked', 'max_file_size', 'quota_size', 'size', 'updated']);
+    // The reference's keys, and public_read (issue 16: off by default).
+    assert.deepEqual(Object.keys(r.json).sort(), ['created', 'id', 'links', 'locked', 'max_file_size', 'public_read', 'quota_size', 'size', 'updated']);
+    assert.equal(r.json.public_read, false);
     assert.equal(r.json.size, 0);
     assert.equal(r.json.quota_size, null);
     assert.equal(r.json.max_file_size, null);
@@ -31,9 +33,10 @@ describe('Buckets', () => {
     assert.ok(r.json.id);
   });
 
-  it('GET /files is not allowed (405, JSON)', async () => {
-    const r = await req(s.files);
+  it('DELETE /files is not allowed (405, JSON; GET lists the buckets since issue 16)', async () => {
+    const r = await req(s.files, { method: 'DELETE' });
     assert.equal(r.status, 405);
+    assert.match(r.headers.get('allow') ?? '', /GET, POST/);
     assert.equal(r.json.status, 405);
     assert.equal(typeof r.json.message, 'string');
   });

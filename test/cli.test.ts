@@ -1,9 +1,13 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { rm } from 'node:fs/promises';
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { runCli } from './support/process.js';
 import { processEnv } from './support/fixtures.js';
 import { loadConfig, ConfigError } from '../src/config.js';
+import { taskDefinitions, type Core } from '../src/service.js';
+import net from 'node:net';
 
 describe('Admin commands', () => {
   let env: Record<string, string>;
@@ -14,6 +18,10 @@ describe('Admin commands', () => {
     env = e.env;
     dir = e.dir;
     drop = e.drop;
+    // Admin commands never create a database: `init` does (as `serve` would).
+    const init = await runCli(['init', '--json'], { ...env, FILES_REST_AUTO_LOCATION: '0' });
+    assert.equal(init.code, 0, init.stderr);
+    assert.equal(JSON.parse(init.stdout).created, true);
   });
   after(async () => {
     await drop();
@@ -123,6 +131,33 @@ describe('Admin commands', () => {
     assert.notEqual((await cli('task', 'retry', '99999')).code, 0);
   });
 
+  it('task run --help names every periodic task', async () => {
+    const r = await runCli(['task', 'run', '--help'], env);
+    assert.equal(r.code, 0, r.stderr);
+    const core = { ctx: { config: loadConfig({}) } } as unknown as Core;
+    const periodic = taskDefinitions(core).filter((d) => d.periodicSeconds).map((d) => d.name);
+    assert.ok(periodic.includes('sweep-storage'));
+    for (const name of periodic) assert.ok(r.stdout.includes(name), `${name} missing from: ${r.stdout}`);
+  });
+
+  it('start-up failures name the setting: DATABASE_URL and its address, PORT', async () => {
+    let r = await runCli(['serve'], { ...env, DATABASE_URL: 'postgres://nobody:secret@127.0.0.1:1/files' });
+    assert.notEqual(r.code, 0);
+    assert.match(r.stderr, /DATABASE_URL/);
+    assert.match(r.stderr, /127\.0\.0\.1:1\b/);
+    assert.doesNotMatch(r.stderr, /migration|secret/);
+    const busy = net.createServer();
+    await new Promise<void>((res) => busy.listen(0, '127.0.0.1', () => res()));
+    try {
+      const port = (busy.address() as net.AddressInfo).port;
+      r = await runCli(['serve'], { ...env, PORT: String(port), FILES_REST_WORKER: '0' });
+      assert.notEqual(r.code, 0);
+      assert.match(r.stderr, new RegExp(`files-rest: cannot listen on 127\\.0\\.0\\.1:${port}: .*in use.*PORT`));
+    } finally {
+      busy.close();
+    }
+  });
+
   it('unknown commands and bad settings fail with a one-line reason', async () => {
     let r = await runCli(['bucket', 'frobnicate'], env);
     assert.notEqual(r.code, 0);
@@ -134,6 +169,52 @@ describe('Admin commands', () => {
     assert.match(r.stderr, /FILES_REST_DEFAULT_QUOTA_SIZE/);
     r = await runCli(['serve'], { ...env, FILES_REST_SOMETHING_WRONG: '1' });
     assert.match(r.stderr, /FILES_REST_SOMETHING_WRONG/);
+  });
+});
+
+describe('Admin commands on a missing database', () => {
+  it('fail naming DATABASE_URL and the place they looked, create nothing; init creates the database', async () => {
+    const { env, dir, drop } = await processEnv({ FILES_REST_AUTO_LOCATION: '0' });
+    try {
+      const where = env.DATABASE_URL!.startsWith('sqlite:') ? env.DATABASE_URL!.slice('sqlite:'.length) : new URL(env.DATABASE_URL!).pathname;
+      for (const args of [['location', 'list'], ['token', 'create'], ['bucket', 'create']]) {
+        const r = await runCli(args, env);
+        assert.notEqual(r.code, 0, `${args.join(' ')}: ${r.stdout}`);
+        assert.match(r.stderr, /DATABASE_URL/);
+        assert.ok(r.stderr.includes(where), r.stderr);
+        assert.match(r.stderr, /files-rest init/);
+        assert.equal(r.stderr.trim().split('\n').length, 1);
+        assert.equal(r.stdout, '');
+      }
+      assert.deepEqual(await readdir(dir), [], 'no database file was created');
+      // Still missing: the failed commands left no schema behind (PostgreSQL).
+      assert.notEqual((await runCli(['location', 'list'], env)).code, 0);
+      let r = await runCli(['init'], { ...env, FILES_REST_AUTO_LOCATION: '1' });
+      assert.equal(r.code, 0, r.stderr);
+      assert.match(r.stdout, /created the files-rest database/);
+      r = await runCli(['location', 'list', '--json'], env);
+      assert.equal(r.code, 0, r.stderr);
+      assert.deepEqual(JSON.parse(r.stdout), [{ name: 'default', uri: join(dir, 'data'), default: true }]);
+      r = await runCli(['init'], env);
+      assert.equal(r.code, 0, r.stderr);
+      assert.match(r.stdout, /already exists/);
+    } finally {
+      await drop();
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('run in another directory with the default DATABASE_URL: an error, no ./var created there', async () => {
+    const elsewhere = await mkdtemp(join(tmpdir(), 'files-rest-elsewhere-'));
+    try {
+      const r = await runCli(['location', 'list'], { FILES_REST_PERMISSION_FACTORY: 'allow-all' }, { cwd: elsewhere });
+      assert.notEqual(r.code, 0);
+      assert.match(r.stderr, /DATABASE_URL=sqlite:\.\/var\/files-rest\.db/);
+      assert.ok(r.stderr.includes(join(elsewhere, 'var', 'files-rest.db')), r.stderr);
+      assert.deepEqual(await readdir(elsewhere), []);
+    } finally {
+      await rm(elsewhere, { recursive: true, force: true });
+    }
   });
 });
 

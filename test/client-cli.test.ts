@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startTestServer, type TestServer } from './support/server.js';
 import { startProxy, type CountingProxy } from './support/proxy.js';
-import { findStoredFile, flipByte, md5File, writeTestFile } from './support/client-files.js';
+import { closedPort, findStoredFile, flipByte, md5File, writeTestFile } from './support/client-files.js';
 import { waitFor } from './support/http.js';
 import { NodeFilesClient } from '../src/client/node.js';
 
@@ -108,6 +108,23 @@ describe('Client commands', () => {
     assert.match(noUrl.stderr, /FILES_REST_URL/);
   });
 
+  it('a server that cannot be reached: the one-line error names the URL it tried and why', async () => {
+    const port = await closedPort();
+    const url = `http://127.0.0.1:${port}`;
+    const bucket = '00000000-0000-4000-8000-000000000000';
+    const ls = await cliDone(['ls', '--bucket', bucket, '--url', url]);
+    assert.equal(ls.code, 1);
+    assert.equal(ls.stderr, `files-rest: could not reach ${url}/files/${bucket}: connect ECONNREFUSED 127.0.0.1:${port}\n`);
+    const file = join(dir, 'unreachable.txt');
+    await writeFile(file, 'x');
+    const up = await cliDone(['upload', file, '--bucket', bucket, '--url', url, '--retries', '0']);
+    assert.equal(up.code, 1);
+    assert.match(
+      up.stdout,
+      new RegExp(`^FAILED .*unreachable\\.txt -> unreachable\\.txt: unreachable\\.txt failed after 1 attempts: could not reach ${url}/files/${bucket}/unreachable\\.txt: connect ECONNREFUSED 127\\.0\\.0\\.1:${port}$`, 'm'),
+    );
+  });
+
   it('an upload killed mid-transfer, run again, sends only the parts the server lacks', async () => {
     const bucket = (await sdk.createBucket()).id;
     const file = join(dir, 'resume.bin');
@@ -157,7 +174,7 @@ describe('Client commands', () => {
     assert.equal((await sdk.listUploads(bucket)).length, 0);
   });
 
-  it('Ctrl-C (SIGINT) stops an upload with exit 130 and says how to continue; the next run continues', async () => {
+  it('Ctrl-C (SIGINT) finishes the parts in flight, exits 130 without FAILED, says what the server holds; the same command resumes', async () => {
     const bucket = (await sdk.createBucket()).id;
     const file = join(dir, 'sigint.bin');
     const size = 2 * MiB;
@@ -171,15 +188,28 @@ describe('Client commands', () => {
     const { code } = await first.exit;
     proxy.setRates({ up: null });
     assert.equal(code, 130);
-    assert.match(first.stdout(), /FAILED .*sigint\.bin -> sigint\.bin: interrupted/);
-    assert.match(first.stderr(), /interrupted; run the same command again to continue/);
-    assert.ok(!CONTROL.test(first.stdout()));
+    const out = first.stdout();
+    assert.ok(!/FAILED/.test(out), out);
+    assert.ok(!CONTROL.test(out));
+    const m = /^interrupted .*sigint\.bin -> sigint\.bin: the server holds (\d+) of 16 parts of upload ([0-9a-f-]{36})$/m.exec(out);
+    assert.ok(m, out);
+    const held = Number(m[1]);
+    assert.ok(held >= 3 && held < 16, out);
+    // What it says is what the server has: the parts in flight were finished, none was cut off.
+    assert.equal(proxy.partPutsStarted(), proxy.partPuts());
+    assert.equal((await sdk.listParts(bucket, 'sigint.bin', m[2]!)).parts.length, held);
+    assert.match(out, new RegExp(`^0 file\\(s\\) uploaded, 0 failed, 1 interrupted \\(the server holds ${held} of 16 parts; the same command resumes\\): `, 'm'));
+    assert.match(first.stderr(), new RegExp(`^files-rest: interrupted; the server holds ${held} of 16 parts; run the same command again to resume$`, 'm'));
+
+    proxy.reset();
     const again = await cliDone([...args, '--json']);
     assert.equal(again.code, 0, again.stderr);
     const f = JSON.parse(again.stdout).files[0];
     assert.equal(f.resumed, true);
-    assert.ok(f.parts_skipped >= 3, JSON.stringify(f));
-    assert.equal(f.parts_skipped + f.parts_sent, 16);
+    assert.equal(f.upload_id, m[2]);
+    assert.equal(f.parts_skipped, held);
+    assert.equal(f.parts_sent, 16 - held);
+    assert.equal(proxy.partPutsStarted(), 16 - held);
     assert.equal(f.checksum, `md5:${expected}`);
   });
 
@@ -264,6 +294,52 @@ describe('Client commands', () => {
     assert.equal(doc.files[0].checksum, `md5:${createMd5('top')}`);
   });
 
+  it('upload --recursive --skip-unchanged: a second run uploads nothing and says so; changed files go up again', async () => {
+    const bucket = (await sdk.createBucket()).id;
+    const root = join(dir, 'sync');
+    await mkdir(join(root, 'sub'), { recursive: true });
+    await writeFile(join(root, 'a.txt'), 'alpha');
+    await writeFile(join(root, 'b.txt'), 'bravo');
+    await writeFile(join(root, 'empty'), '');
+    await writeFile(join(root, 'sub', 'c.txt'), 'charlie');
+    await writeTestFile(join(root, 'sub', 'big.bin'), 512 * KiB + 1, 4);
+    // A key outside the prefix with the same name: not listed, not compared.
+    await sdk.putObject(bucket, 'a.txt', 'alpha');
+    const args = ['upload', root, '--recursive', '--skip-unchanged', '--prefix', 'site/', '--part-size', '128K', '--url', proxy.url, '--bucket', bucket];
+    const keys = ['site/a.txt', 'site/b.txt', 'site/empty', 'site/sub/big.bin', 'site/sub/c.txt'];
+    const first = await cliDone(args);
+    assert.equal(first.code, 0, first.stderr);
+    assert.match(first.stdout, /^5 file\(s\) uploaded, 0 skipped \(unchanged\), 0 failed: /m);
+
+    proxy.reset();
+    const second = await cliDone(args);
+    assert.equal(second.code, 0, second.stderr);
+    const lines = second.stdout.trim().split('\n');
+    for (const k of keys) {
+      const re = new RegExp(`^skipped \\(unchanged\\) .* -> ${k.replace(/\./g, '\\.')} \\([\\d.]+ (B|KiB), md5 [0-9a-f]{32}\\)$`);
+      assert.ok(lines.some((l) => re.test(l)), second.stdout);
+    }
+    assert.equal(lines.length, 6, second.stdout);
+    assert.match(lines.at(-1)!, /^0 file\(s\) uploaded, 5 skipped \(unchanged\), 0 failed: 0 B in /);
+    // One listing of the prefix, nothing else.
+    assert.deepEqual(proxy.requests.map((r) => `${r.method} ${r.query.get('prefix')}`), ['GET site/']);
+
+    // Same size with other content, another size, and a deleted key: uploaded again.
+    await writeFile(join(root, 'a.txt'), 'ALPHA');
+    await writeFile(join(root, 'sub', 'c.txt'), 'charlie!');
+    await sdk.deleteObject(bucket, 'site/b.txt');
+    const third = await cliDone([...args, '--json']);
+    assert.equal(third.code, 0, third.stderr);
+    const doc = JSON.parse(third.stdout) as { uploaded: number; skipped: number; files: { key: string; skipped?: boolean; ok: boolean }[] };
+    assert.equal(doc.uploaded, 3);
+    assert.equal(doc.skipped, 2);
+    assert.deepEqual(doc.files.filter((f) => f.skipped).map((f) => f.key).sort(), ['site/empty', 'site/sub/big.bin']);
+    const versions = new Map<string, number>();
+    for await (const v of sdk.objects(bucket, { versions: true, prefix: 'site/' })) if (!v.delete_marker) versions.set(v.key, (versions.get(v.key) ?? 0) + 1);
+    assert.deepEqual(Object.fromEntries(versions), { 'site/a.txt': 2, 'site/b.txt': 2, 'site/empty': 1, 'site/sub/big.bin': 1, 'site/sub/c.txt': 2 });
+    assert.equal((await (await sdk.getObject(bucket, 'site/a.txt')).text()), 'ALPHA');
+  });
+
   it('on a terminal (tmux): a progress bar per file with bytes, rate and ETA, then a summary', async (t) => {
     const tmux = spawnSync('tmux', ['-V'], { encoding: 'utf8' });
     if (tmux.status !== 0) {
@@ -273,8 +349,7 @@ describe('Client commands', () => {
     const bucket = (await sdk.createBucket()).id;
     const f1 = join(dir, 'tty-1.bin');
     const f2 = join(dir, 'tty-2.bin');
-    await writeTestFile(f1, 2 * MiB, 1);
-    await writeTestFile(f2, 3 * MiB, 2);
+    const md5s = [await writeTestFile(f1, 2 * MiB, 1), await writeTestFile(f2, 3 * MiB, 2)];
     const sock = `files-rest-test-${process.pid}-${Date.now()}`;
     const tm = (...a: string[]) => spawnSync('tmux', ['-L', sock, ...a], { encoding: 'utf8' });
     const log = join(dir, 'tty.log');
@@ -301,6 +376,60 @@ describe('Client commands', () => {
       assert.match(final, /tty-1\.bin\s+\|\u2588{24}\| 100% \| 2\.0 MiB\/2\.0 MiB \| .* \| ETA done/);
       assert.match(final, /tty-2\.bin\s+\|\u2588{24}\| 100% \| 3\.0 MiB\/3\.0 MiB \| .* \| ETA done/);
       assert.match(final, /2 file\(s\) uploaded, 0 failed: 5\.0 MiB in [\d.]+ s/);
+      // The result line of each file, the last one's too (logged just before the bars stop).
+      assert.match(final, new RegExp(`uploaded .*tty-1\\.bin -> tty-1\\.bin \\(2\\.0 MiB, md5 ${md5s[0]}, 8 part\\(s\\) sent\\)`));
+      assert.match(final, new RegExp(`uploaded .*tty-2\\.bin -> tty-2\\.bin \\(3\\.0 MiB, md5 ${md5s[1]}, 12 part\\(s\\) sent\\)`));
+    } finally {
+      proxy.setRates({ up: null });
+      tm('kill-server');
+      if (socketPath) await rm(socketPath, { force: true });
+    }
+  });
+
+  it('on a terminal (tmux), Ctrl-C: the bar stays where it got to (no FAILED), result lines stay, the summary says what the server holds', async (t) => {
+    const tmux = spawnSync('tmux', ['-V'], { encoding: 'utf8' });
+    if (tmux.status !== 0) {
+      t.skip('tmux is not installed (apt-get install -y tmux)');
+      return;
+    }
+    const bucket = (await sdk.createBucket()).id;
+    const f1 = join(dir, 'tty-c1.bin');
+    const f2 = join(dir, 'tty-c2.bin');
+    const md5First = await writeTestFile(f1, 512 * KiB, 5);
+    await writeTestFile(f2, 4 * MiB, 6);
+    const sock = `files-rest-test-${process.pid}-${Date.now()}-c`;
+    const tm = (...a: string[]) => spawnSync('tmux', ['-L', sock, ...a], { encoding: 'utf8' });
+    const log = join(dir, 'tty-c.log');
+    const cmd = [process.execPath, BIN, 'upload', f1, f2, '--url', proxy.url, '--bucket', bucket, '--part-size', '256K', '--jobs', '1', '--parallel', '2']
+      .map((a) => `'${a.replace(/'/g, `'\\''`)}'`)
+      .join(' ');
+    proxy.setRates({ up: 1 * MiB });
+    let socketPath = '';
+    try {
+      // Ctrl-C reaches the whole foreground group: the shell traps it to go on to the echo.
+      const started = tm('new-session', '-d', '-s', 'cli', '-x', '240', '-y', '30', `trap : INT; ${cmd}; echo "EXIT:$?" > '${log}'; sleep 120`);
+      assert.equal(started.status, 0, started.stderr);
+      socketPath = tm('display-message', '-p', '#{socket_path}').stdout.trim();
+      const percent = (screen: string) => {
+        const m = /tty-c2\.bin\s+\|[\u2588\u2591]{24}\| +(\d+)% \|/.exec(screen);
+        return m ? Number(m[1]) : -1;
+      };
+      const before = await waitFor(async () => {
+        const p = percent(tm('capture-pane', '-p', '-t', 'cli').stdout);
+        return p >= 25 ? p : null;
+      }, 30_000, 100);
+      tm('send-keys', '-t', 'cli', 'C-c');
+      await waitFor(async () => existsSync(log) && (await readFile(log, 'utf8')).includes('EXIT:'), 30_000, 200);
+      assert.equal((await readFile(log, 'utf8')).trim(), 'EXIT:130');
+      const final = tm('capture-pane', '-p', '-t', 'cli', '-S', '-100').stdout;
+      assert.ok(!/FAILED/.test(final), final);
+      assert.match(final, /tty-c2\.bin\s+\|[\u2588\u2591]{24}\| +\d+% \| .* \| ETA interrupted/);
+      assert.ok(percent(final) >= before, `${before}% before Ctrl-C, then:\n${final}`);
+      assert.match(final, new RegExp(`uploaded .*tty-c1\\.bin -> tty-c1\\.bin \\(512\\.0 KiB, md5 ${md5First}, 2 part\\(s\\) sent\\)`));
+      const m = /interrupted .*tty-c2\.bin -> tty-c2\.bin: the server holds (\d+) of 16 parts of upload [0-9a-f-]{36}/.exec(final);
+      assert.ok(m, final);
+      assert.match(final, new RegExp(`1 file\\(s\\) uploaded, 0 failed, 1 interrupted \\(the server holds ${m[1]} of 16 parts; the same command resumes\\)`));
+      assert.match(final, new RegExp(`files-rest: interrupted; the server holds ${m[1]} of 16 parts; run the same command again to resume`));
     } finally {
       proxy.setRates({ up: null });
       tm('kill-server');

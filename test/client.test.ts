@@ -8,9 +8,9 @@ import { join } from 'node:path';
 import { startTestServer, type TestServer } from './support/server.js';
 import { spawnFilesRest } from './support/process.js';
 import { processEnv } from './support/fixtures.js';
-import { findStoredFile, flipByte, writeTestFile } from './support/client-files.js';
+import { closedPort, findStoredFile, flipByte, writeTestFile } from './support/client-files.js';
 import {
-  ChecksumMismatchError, FilesClient, FilesError, NodeFilesClient, UploadRestartError, choosePartSize, encodeKey,
+  ChecksumMismatchError, FilesClient, FilesError, NodeFilesClient, UploadRestartError, UploadStoppedError, choosePartSize, encodeKey,
   type UploadEvent, type UploadProgress,
 } from '../src/client/node.js';
 
@@ -138,13 +138,33 @@ describe('Client SDK', () => {
     );
     await assert.rejects(
       client.initiateMultipart(b.id, 'x', 10, 1),
-      (e: unknown) => e instanceof FilesError && e.status === 400 && e.message === 'Invalid part size.',
+      (e: unknown) => e instanceof FilesError && e.status === 400 && e.message.startsWith('Invalid part size'),
     );
     // Every call takes an AbortSignal.
     const ac = new AbortController();
     ac.abort();
     await assert.rejects(client.listObjects(b.id, { signal: ac.signal }), (e: Error) => e.name === 'AbortError');
     await assert.rejects(client.upload(b.id, 'z', new Uint8Array(10), { signal: ac.signal }), (e: Error) => e.name === 'AbortError');
+  });
+
+  it('a server that cannot be reached: the error names the URL it tried and why', async () => {
+    const port = await closedPort();
+    const down = new NodeFilesClient({ url: `http://127.0.0.1:${port}` });
+    const bucket = '00000000-0000-4000-8000-000000000000';
+    const names = (url: string) => (e: unknown) => {
+      const err = e as Error & { url?: string; method?: string };
+      assert.equal(err.name, 'ConnectionError');
+      assert.equal(err.url, url);
+      assert.match(err.message, new RegExp(`could not reach ${url.replace(/[.?]/g, '\\$&')}: connect ECONNREFUSED 127\\.0\\.0\\.1:${port}$`));
+      return true;
+    };
+    await assert.rejects(down.listObjects(bucket), names(`http://127.0.0.1:${port}/files/${bucket}`));
+    await assert.rejects(down.putObject(bucket, 'a b.txt', 'x'), names(`http://127.0.0.1:${port}/files/${bucket}/a%20b.txt`));
+    // upload() retries, then says which part of which key failed, and where it tried to send it.
+    await assert.rejects(down.upload(bucket, 'k.txt', new TextEncoder().encode('x'), { retries: 1, retryDelay: 1 }), (e: unknown) => {
+      assert.match((e as Error).message, new RegExp(`^k\\.txt failed after 2 attempts: could not reach http://127\\.0\\.0\\.1:${port}/files/${bucket}/k\\.txt: connect ECONNREFUSED`));
+      return true;
+    });
   });
 
   it('sends the token as a Bearer credential', async () => {
@@ -245,6 +265,41 @@ describe('Client SDK', () => {
     const fresh = await client.upload(b, 'resume.bin', path, { partSize: ps, resume: false });
     assert.equal(fresh.resumed, false);
     assert.equal(fresh.partsSent, 10);
+  });
+
+  it('stopSignal: parts in flight finish, no new one starts, UploadStoppedError says what the server holds; the next upload resumes', async () => {
+    // The server aborts an upload whose part is cut off (the default): a gentle stop cuts none.
+    const b = (await client.createBucket()).id;
+    const ps = 16 * KiB;
+    const data = bytes(10 * ps + 5, 11);
+    const stop = new AbortController();
+    const started: number[] = [];
+    const c = new NodeFilesClient({
+      url: s.url,
+      fetch: (async (input: RequestInfo | URL, init?: RequestInit) => {
+        const n = new URL(String(input)).searchParams.get('partNumber');
+        if (init?.method === 'PUT' && n !== null) {
+          started.push(Number(n));
+          if (started.length === 3) stop.abort();
+        }
+        return fetch(input, init);
+      }) as typeof fetch,
+    });
+    let stopped: UploadStoppedError | undefined;
+    await assert.rejects(c.upload(b, 'stopped.bin', data, { partSize: ps, parallel: 2, stopSignal: stop.signal }), (e: unknown) => {
+      stopped = e as UploadStoppedError;
+      return e instanceof UploadStoppedError;
+    });
+    assert.equal(started.length, 3);
+    assert.equal(stopped!.partsOnServer, 3);
+    assert.equal(stopped!.partsTotal, 11);
+    assert.match(stopped!.message, /^upload of stopped\.bin stopped: the server holds 3 of 11 parts of upload [0-9a-f-]{36}; upload it again to resume$/);
+    assert.equal((await client.listParts(b, 'stopped.bin', stopped!.uploadId!)).parts.length, 3);
+    const r = await client.upload(b, 'stopped.bin', data, { partSize: ps });
+    assert.equal(r.uploadId, stopped!.uploadId);
+    assert.equal(r.partsSkipped, 3);
+    assert.equal(r.partsSent, 8);
+    assert.equal(r.object.checksum, `md5:${md5(data)}`);
   });
 
   it('a part that fails mid-transfer is retried with backoff when the server keeps the upload (ABORT_ON_PART_FAILURE=0)', async () => {

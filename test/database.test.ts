@@ -8,6 +8,52 @@ import { openDatabase, transaction, walDurability, type DatabaseHandle, type Wal
 import { migrateToLatest } from '../src/db/migrations.js';
 import { loadConfig } from '../src/config.js';
 
+/** TEST_SQLITE_DRIVER=node runs these tests on node:sqlite. */
+function testDriver(): 'better-sqlite3' | 'node' {
+  return process.env.TEST_SQLITE_DRIVER === 'node' ? 'node' : 'better-sqlite3';
+}
+
+describe('FILES_REST_SQLITE_DRIVER', () => {
+  it('is better-sqlite3 by default, node on request, and anything else is refused naming the setting', () => {
+    assert.equal(loadConfig({}).sqliteDriver, 'better-sqlite3');
+    assert.equal(loadConfig({ FILES_REST_SQLITE_DRIVER: 'node' }).sqliteDriver, 'node');
+    assert.throws(() => loadConfig({ FILES_REST_SQLITE_DRIVER: 'sqlite3' }), /FILES_REST_SQLITE_DRIVER/);
+  });
+
+  it('node:sqlite opens the same database in WAL mode where Node.js has it, and is refused by name where not', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'files-rest-nodesqlite-'));
+    try {
+      const [major, minor] = process.versions.node.split('.').map(Number) as [number, number];
+      const hasNodeSqlite = major > 22 || (major === 22 && minor >= 5);
+      const url = `sqlite:${join(dir, 'meta.db')}`;
+      if (!hasNodeSqlite) {
+        await assert.rejects(openDatabase(url, { sqliteDriver: 'node' }), /FILES_REST_SQLITE_DRIVER=node needs Node\.js 22\.5/);
+        return;
+      }
+      const n = await openDatabase(url, { sqliteDriver: 'node' });
+      try {
+        await migrateToLatest(n.db, n.dialect);
+        assert.equal((await sql<{ journal_mode: string }>`pragma journal_mode`.execute(n.db)).rows[0]!.journal_mode, 'wal');
+        await transaction(n.db, (tx) => tx.insertInto('locations').values({ id: 'n1', name: 'n1', uri: '/tmp/n1', is_default: 0, created: 0, updated: 0 }).execute());
+        const r = await n.db.selectFrom('locations').select(['name']).where('id', '=', 'n1').executeTakeFirstOrThrow();
+        assert.equal(r.name, 'n1');
+        assert.ok(walDurability(n.db)!.flushes >= 1, 'the commit was flushed before it returned');
+      } finally {
+        await n.close();
+      }
+      // The file is an ordinary SQLite database: better-sqlite3 reads what node:sqlite wrote.
+      const b = await openDatabase(url);
+      try {
+        assert.equal((await b.db.selectFrom('locations').select(['name']).where('id', '=', 'n1').executeTakeFirstOrThrow()).name, 'n1');
+      } finally {
+        await b.close();
+      }
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});
+
 // The embedded database's durability: commits are flushed off the main thread, and nobody hears of a
 // commit before the flush that covers it. (SQLite only: PostgreSQL flushes its WAL itself.)
 describe('SQLite commits are flushed before they are acknowledged', () => {
@@ -17,7 +63,7 @@ describe('SQLite commits are flushed before they are acknowledged', () => {
 
   before(async () => {
     dir = await mkdtemp(join(tmpdir(), 'files-rest-db-'));
-    h = await openDatabase(`sqlite:${join(dir, 'meta.db')}`);
+    h = await openDatabase(`sqlite:${join(dir, 'meta.db')}`, { sqliteDriver: testDriver() });
     await migrateToLatest(h.db, h.dialect);
     wal = walDurability(h.db)!;
     assert.ok(wal);
@@ -30,7 +76,8 @@ describe('SQLite commits are flushed before they are acknowledged', () => {
   it('reads the database file through a memory map of FILES_REST_SQLITE_MMAP_SIZE bytes (0: none)', async () => {
     const mapped = await sql<{ mmap_size: number }>`pragma mmap_size`.execute(h.db);
     assert.equal(mapped.rows[0]!.mmap_size, 1024 ** 3);
-    const other = await openDatabase(`sqlite:${join(dir, 'meta.db')}`, { sqliteMmapSize: 0 });
+    // The same driver as `h`: two SQLite libraries in one process break each other's POSIX locks.
+    const other = await openDatabase(`sqlite:${join(dir, 'meta.db')}`, { sqliteMmapSize: 0, sqliteDriver: testDriver() });
     try {
       assert.equal((await sql<{ mmap_size: number }>`pragma mmap_size`.execute(other.db)).rows[0]!.mmap_size, 0);
     } finally {
@@ -97,7 +144,7 @@ describe('SQLite commits are flushed before they are acknowledged', () => {
 
   it('what was acknowledged is there after reopening', async () => {
     await h.close();
-    h = await openDatabase(`sqlite:${join(dir, 'meta.db')}`);
+    h = await openDatabase(`sqlite:${join(dir, 'meta.db')}`, { sqliteDriver: testDriver() });
     wal = walDurability(h.db)!;
     const n = await h.db.selectFrom('locations').select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow();
     assert.equal(Number(n.n), 20 + 2 + 2);

@@ -44,7 +44,8 @@ function parseUnit(text: string, instance: string): { env: Record<string, string
     const line = raw.replaceAll('%i', instance).trim();
     let m = /^Environment=([A-Z_][A-Z0-9_]*)=(.*)$/.exec(line);
     if (m) env[m[1]!] = m[2]!;
-    m = /^EnvironmentFile=(.*)$/.exec(line);
+    // The shared file; an optional one (`-`, the per-instance S3 port) may follow.
+    m = /^EnvironmentFile=([^-].*)$/.exec(line);
     if (m) envFile = m[1]!;
     m = /^ExecStart=\S*node \S*\/bin\/files-rest\.js (.*)$/.exec(line);
     if (m) args = m[1]!.split(/\s+/);
@@ -185,7 +186,7 @@ http {
       { unit: parseUnit(workerUnit, '1'), ready: /task worker started/ },
     ];
     for (const { unit } of units) assert.equal(unit.envFile, '/etc/files-rest/env', 'the units read the shared environment file');
-    assert.deepEqual(units[0]!.unit.env, { PORT: String(ports[0]), FILES_REST_WORKER: '0' });
+    assert.deepEqual(units[0]!.unit.env, { PORT: String(ports[0]), FILES_REST_WORKER: '0', FILES_REST_S3_PORT: 'off' });
     const started = await Promise.all(units.map(({ unit, ready }) => startUnit(unit.args, { ...env, ...unit.env }, ready)));
     nodes.push(...started);
     api = started.slice(0, 2);

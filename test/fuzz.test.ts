@@ -97,7 +97,7 @@ describe('Fuzz: malformed input at every endpoint', () => {
 
   async function tasksIdle(): Promise<void> {
     await waitFor(async () => {
-      const d = await s.server.core.ctx.queue.depth();
+      const d = await s.server.core.queue.depth();
       return (d.queued ?? 0) + (d.running ?? 0) === 0;
     }, 20_000);
   }
@@ -257,9 +257,10 @@ describe('Fuzz: malformed input at every endpoint', () => {
       const backend = ctx.storage.forUri(f.uri!);
       if (f.readable && backend.stat) assert.equal((await backend.stat(f.uri!))?.size, Number(f.size), f.uri!);
     }
-    // Outside the data dir: only the database, in the server's directory; nothing named after a fuzzed key anywhere near.
+    // Outside the data dir: only the database (and the server key), in the server's directory; nothing named after a fuzzed key anywhere near.
     const mine = (await filesUnder(s.dir)).filter((f) => !f.startsWith(resolve(s.config.dataDir)));
-    for (const f of mine) assert.match(relative(s.dir, f), /^db\.sqlite(-wal|-shm|-journal)?$/, `unexpected file ${f}`);
+    // The database and the server key (made beside a SQLite database at start: signed URLs, S3 keys).
+    for (const f of mine) assert.match(relative(s.dir, f), /^(db\.sqlite(-wal|-shm|-journal)?|files-rest-server\.key)$/, `unexpected file ${f}`);
     const top = await readdir(tmpdir());
     assert.deepEqual(top.filter((n) => n.includes(MARKER)), []);
     assert.deepEqual((await readdir(join(s.dir, '..'))).filter((n) => n.includes(MARKER)), []);

@@ -10,6 +10,8 @@ import { processEnv } from './support/fixtures.js';
 import { runCli, spawnFilesRest, type ServerProcess } from './support/process.js';
 import { req, waitFor } from './support/http.js';
 import { createLocation } from '../src/domain/locations.js';
+import { newId } from '../src/util/ids.js';
+import { nowMicros } from '../src/util/time.js';
 
 describe('/healthz and /readyz', () => {
   let s: TestServer;
@@ -57,7 +59,12 @@ describe('/healthz and /readyz', () => {
     const { ctx } = s.server.core;
     const blocker = join(s.dir, 'not-a-directory');
     await writeFile(blocker, 'a file where a directory should be');
-    const loc = await createLocation(ctx, { name: 'unreachable', uri: join(blocker, 'store') });
+    // Storage that cannot be reached refuses a new location (its owner marker cannot be written):
+    // the row stands for a location whose storage went away after it was made.
+    await assert.rejects(createLocation(ctx, { name: 'unreachable', uri: join(blocker, 'store') }));
+    const loc = { id: newId() };
+    const now = nowMicros();
+    await ctx.db.insertInto('locations').values({ id: loc.id, name: 'unreachable', uri: join(blocker, 'store'), is_default: 0, created: now, updated: now }).execute();
     try {
       const r = await req(`${s.url}/readyz`);
       assert.equal(r.status, 503);

@@ -6,6 +6,8 @@ import assert from 'node:assert/strict';
 import http from 'node:http';
 import { startTestServer, testDatabase, type TestServer } from './support/server.js';
 import { createBucket, put, req, waitFor } from './support/http.js';
+import { TaskQueue } from '../src/tasks/queue.js';
+import type { JobPayloads } from '../src/domain/jobs.js';
 import { nowMicros } from '../src/util/time.js';
 
 /** Parses the text exposition format into `name{labels}` → value (labels as written). */
@@ -103,8 +105,28 @@ describe('/metrics', () => {
     await waitFor(async () => (await scrape(s)).get('files_rest_uploads_in_flight') === 0, 10_000);
   });
 
+  it('counts object downloads in flight, not the scrape or other GETs', async () => {
+    // The scrape is a GET too: it must not count itself.
+    assert.equal((await scrape(s)).get('files_rest_downloads_in_flight'), 0);
+    const b = await createBucket(s.files);
+    assert.equal((await put(`${s.files}/${b}/held.bin`, Buffer.alloc(16 * 1024 * 1024, 3))).status, 200);
+    const u = new URL(`${s.files}/${b}/held.bin`);
+    // A client that reads nothing: the download stays in flight until it goes away.
+    const held = http.get({ host: u.hostname, port: u.port, path: u.pathname }, (res) => res.pause());
+    held.on('error', () => {});
+    try {
+      await waitFor(async () => (await scrape(s)).get('files_rest_downloads_in_flight') === 1, 10_000);
+      assert.equal((await req(`${s.files}/${b}`)).status, 200);
+      assert.equal((await scrape(s)).get('files_rest_downloads_in_flight'), 1);
+    } finally {
+      held.destroy();
+    }
+    await waitFor(async () => (await scrape(s)).get('files_rest_downloads_in_flight') === 0, 10_000);
+  });
+
   it('reads task queue depth, failures by task name and integrity check results from the database', async () => {
-    const { db, queue } = s.server.core.ctx;
+    const { db } = s.server.core.ctx;
+    const queue = new TaskQueue<JobPayloads & { 'metrics-test-task': { i: number }; 'metrics-test-later': Record<string, never> }>(db, s.server.core.ctx.dialect);
     const b = await createBucket(s.files);
     await put(`${s.files}/${b}/one.txt`, 'one');
     await put(`${s.files}/${b}/two.txt`, 'two');

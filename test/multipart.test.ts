@@ -1,15 +1,15 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { open } from 'node:fs/promises';
-import { startTestServer, storedFiles, type TestServer } from './support/server.js';
+import { startTestServer, storedFiles, testStorage, type TestServer } from './support/server.js';
 import { createBucket, md5, put, putAndDisconnect, req, waitFor } from './support/http.js';
-import { setBucketLocked, setBucketProperties } from '../src/domain/buckets.js';
+import { setBucketDeleted, setBucketLocked, setBucketProperties } from '../src/domain/buckets.js';
 
 const SMALL = { FILES_REST_MULTIPART_CHUNKSIZE_MIN: '2', FILES_REST_MULTIPART_CHUNKSIZE_MAX: '20', FILES_REST_MULTIPART_MAX_PARTS: '100' };
 
 // S3 refuses parts under 5 MiB (but the last), and these tests use parts of a few bytes; multipart
 // uploads on S3 are covered by s3-http.test.ts and the storage contract suite, with 5 MiB parts.
-const skipOnS3 = process.env.TEST_STORAGE === 's3' ? 'S3 refuses parts under 5 MiB; see s3-http.test.ts' : false;
+const skipOnS3 = testStorage() === 's3' ? 'S3 refuses parts under 5 MiB; see s3-http.test.ts' : false;
 if (skipOnS3) console.log(`# multipart.test: skipped on S3 storage: ${skipOnS3}`);
 
 describe('Multipart uploads', { skip: skipOnS3 }, () => {
@@ -65,13 +65,25 @@ describe('Multipart uploads', { skip: skipOnS3 }, () => {
     assert.equal((await req(url(b, 'k', '?uploads&size=10'), { method: 'POST' })).status, 400);
     assert.equal((await req(url(b, 'k', '?uploads&partSize=10'), { method: 'POST' })).status, 400);
     assert.equal((await req(url(b, 'k', '?uploads&size=abc&partSize=10'), { method: 'POST' })).status, 422);
-    assert.equal((await req(url(b, 'k', '?uploads&size=-5&partSize=10'), { method: 'POST' })).status, 422);
+    assert.equal((await req(url(b, 'k', '?uploads&size=10&partSize=abc'), { method: 'POST' })).status, 422);
+    assert.equal((await req(url(b, 'k', '?uploads&size=1.5&partSize=10'), { method: 'POST' })).status, 422);
+    // Negative sizes are integers out of range: 400 with the valid range, as the reference (not 422).
+    const badPartSize = 'Invalid part size: partSize must be from 2 to 20 bytes.';
+    const negative = await req(url(b, 'k', '?uploads&size=-5&partSize=16'), { method: 'POST' });
+    assert.equal(negative.status, 400);
+    assert.equal(negative.json.message, 'Invalid file size: size must be from 1 to 1600 bytes.');
+    const negativePart = await req(url(b, 'k', '?uploads&size=10&partSize=-16'), { method: 'POST' });
+    assert.equal(negativePart.status, 400);
+    assert.equal(negativePart.json.message, badPartSize);
+    const inBody = await req(url(b, 'k', '?uploads'), { method: 'POST', body: JSON.stringify({ size: -5, partSize: 16 }), headers: { 'content-type': 'application/json' } });
+    assert.equal(inBody.status, 400);
+    assert.match(inBody.json.message, /^Invalid file size/);
     const small = await req(url(b, 'k', '?uploads&size=10&partSize=1'), { method: 'POST' });
     assert.equal(small.status, 400);
-    assert.equal(small.json.message, 'Invalid part size.');
-    assert.equal((await req(url(b, 'k', '?uploads&size=10&partSize=21'), { method: 'POST' })).json.message, 'Invalid part size.');
-    assert.equal((await req(url(b, 'k', '?uploads&size=0&partSize=10'), { method: 'POST' })).json.message, 'Invalid file size.');
-    assert.equal((await req(url(b, 'k', '?uploads&size=2001&partSize=20'), { method: 'POST' })).json.message, 'Invalid file size.');
+    assert.equal(small.json.message, badPartSize);
+    assert.equal((await req(url(b, 'k', '?uploads&size=10&partSize=21'), { method: 'POST' })).json.message, badPartSize);
+    assert.equal((await req(url(b, 'k', '?uploads&size=0&partSize=10'), { method: 'POST' })).json.message, 'Invalid file size: size must be from 1 to 1000 bytes.');
+    assert.equal((await req(url(b, 'k', '?uploads&size=2001&partSize=20'), { method: 'POST' })).json.message, 'Invalid file size: size must be from 1 to 2000 bytes.');
     assert.equal((await req(url(b, 'k'.repeat(300), '?uploads&size=10&partSize=5'), { method: 'POST' })).json.message, 'Filename is too long.');
     await withCore((c) => setBucketProperties(c.ctx, b, { quotaSize: 50 }));
     assert.equal((await req(url(b, 'k', '?uploads&size=51&partSize=20'), { method: 'POST' })).json.message, 'Bucket quota exceeded.');
@@ -172,17 +184,46 @@ describe('Multipart uploads', { skip: skipOnS3 }, () => {
   it('part refusals do not abort: bad number, wrong size, missing number; completing with parts missing is refused', async () => {
     const b = await createBucket(s.files);
     const u = await init(b, 'p', 25, 10);
-    assert.equal((await part(b, 'p', u.id, 3, 'aaaaa')).json.message, 'Invalid part number.');
-    assert.equal((await part(b, 'p', u.id, 0, 'short')).json.message, 'Invalid part size.');
-    assert.equal((await part(b, 'p', u.id, 2, '0123456789')).json.message, 'Invalid part size.');
+    // Each refusal says what is valid: the part numbers, the part's exact size, the missing parts.
+    assert.equal((await part(b, 'p', u.id, 3, 'aaaaa')).json.message, 'Invalid part number: parts are numbered from 0 to 2.');
+    assert.equal((await part(b, 'p', u.id, -1, 'aaaaa')).json.message, 'Invalid part number: parts are numbered from 0 to 2.');
+    assert.equal((await part(b, 'p', u.id, 'x' as unknown as number, 'aaaaa')).status, 400);
+    assert.equal((await part(b, 'p', u.id, 0, 'short')).json.message, 'Invalid part size: part 0 must be exactly 10 bytes.');
+    assert.equal((await part(b, 'p', u.id, 2, '0123456789')).json.message, 'Invalid part size: part 2 must be exactly 5 bytes.');
     assert.equal((await put(url(b, 'p', `?uploadId=${u.id}`), '0123456789')).json.message, 'No upload part detected in request.');
     assert.equal((await part(b, 'p', u.id, 0, '0123456789')).status, 200);
     const early = await req(url(b, 'p', `?uploadId=${u.id}`), { method: 'POST' });
     assert.equal(early.status, 400);
-    assert.equal(early.json.message, 'Not all parts have been uploaded.');
-    assert.equal((await req(url(b, 'p', `?uploadId=${u.id}`))).json.parts.length, 1);
+    assert.equal(early.json.message, 'Not all parts have been uploaded: part(s) 1-2 missing (parts are numbered from 0 to 2).');
+    assert.equal((await part(b, 'p', u.id, 2, '01234')).status, 200);
+    const still = await req(url(b, 'p', `?uploadId=${u.id}`), { method: 'POST' });
+    assert.equal(still.json.message, 'Not all parts have been uploaded: part(s) 1 missing (parts are numbered from 0 to 2).');
+    assert.equal((await req(url(b, 'p', `?uploadId=${u.id}`))).json.parts.length, 2);
     assert.equal((await req(url(b, 'p', '?uploadId=00000000-0000-4000-8000-000000000000'))).status, 404);
     assert.equal((await req(url(b, 'p', '?uploadId=garbage'))).status, 422);
+  });
+
+  it('a logically deleted bucket answers 404 on every multipart route', async () => {
+    const b = await createBucket(s.files);
+    const u = await init(b, 'd', 25, 10);
+    assert.equal((await part(b, 'd', u.id, 0, '0123456789')).status, 200);
+    await withCore((c) => setBucketDeleted(c.ctx, b, true));
+    const calls: Array<[string, string, string?]> = [
+      ['GET', `?uploadId=${u.id}`],
+      ['PUT', `?uploadId=${u.id}&partNumber=1`, '0123456789'],
+      ['POST', `?uploadId=${u.id}`],
+      ['DELETE', `?uploadId=${u.id}`],
+      ['POST', '?uploads&size=25&partSize=10'],
+    ];
+    for (const [method, q, body] of calls) {
+      const r = await req(url(b, 'd', q), { method, ...(body ? { body } : {}) });
+      assert.equal(r.status, 404, `${method} ${q}: ${r.text}`);
+      assert.equal(r.json.message, 'Bucket does not exist.', `${method} ${q}`);
+    }
+    assert.equal((await req(`${s.files}/${b}?uploads`)).status, 404);
+    // Nothing changed: undeleted, the upload is still there with its one part.
+    await withCore((c) => setBucketDeleted(c.ctx, b, false));
+    assert.equal((await req(url(b, 'd', `?uploadId=${u.id}`))).json.parts.length, 1);
   });
 
   it('abort: 204, parts and file removed, reservation released', async () => {

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
 import { truncate } from 'node:fs/promises';
 import http from 'node:http';
-import { startTestServer, storedFiles, type TestServer } from './support/server.js';
+import { startTestServer, storedFiles, testStorage, type TestServer } from './support/server.js';
 import { createBucket, downloadMd5, md5, put, putAndDisconnect, req, waitFor } from './support/http.js';
 import { setBucketProperties } from '../src/domain/buckets.js';
 import { snapshotBucket } from '../src/domain/snapshots.js';
@@ -32,7 +32,10 @@ describe('Objects', () => {
       const id = await bucketWith();
       const r = await put(`${s.files}/${id}/my_file.txt`, 'hello, world!\n');
       assert.equal(r.status, 200);
-      assert.deepEqual(Object.keys(r.json).sort(), ['checksum', 'created', 'delete_marker', 'is_head', 'key', 'links', 'mimetype', 'size', 'tags', 'updated', 'version_id'].sort());
+      // The reference's eleven keys, and the file's integrity state (never checked yet).
+      assert.deepEqual(Object.keys(r.json).sort(), ['checksum', 'created', 'delete_marker', 'is_head', 'key', 'last_check', 'last_check_at', 'links', 'mimetype', 'size', 'tags', 'updated', 'version_id'].sort());
+      assert.equal(r.json.last_check, null);
+      assert.equal(r.json.last_check_at, null);
       assert.equal(r.json.key, 'my_file.txt');
       assert.equal(r.json.size, 14);
       assert.equal(r.json.mimetype, 'text/plain');
@@ -216,7 +219,7 @@ describe('Objects', () => {
       assert.equal(r.text, '');
     });
 
-    it('Range requests: 206 with Content-Range, suffix and open ranges, 416 when unsatisfiable', async () => {
+    it('Range requests: 206 with Content-Range, suffix and open ranges, 416 when unsatisfiable, other units ignored', async () => {
       const id = await bucketWith();
       await put(`${s.files}/${id}/r.bin`, '0123456789');
       const url = `${s.files}/${id}/r.bin`;
@@ -234,7 +237,14 @@ describe('Objects', () => {
       assert.equal(r.status, 416);
       assert.equal(r.headers.get('content-range'), 'bytes */10');
       assert.equal((await req(url, { headers: { Range: 'bytes=5-2' } })).status, 416);
-      assert.equal((await req(url, { headers: { Range: 'lines=1-2' } })).status, 416);
+      // A unit other than bytes is ignored (RFC 9110 §14.2): the whole file, 200.
+      for (const unit of ['lines=1-2', 'items=0-1']) {
+        r = await req(url, { headers: { Range: unit } });
+        assert.equal(r.status, 200, unit);
+        assert.equal(r.text, '0123456789');
+        assert.equal(r.headers.get('content-range'), null);
+      }
+      assert.equal((await req(url, { headers: { Range: 'bytes=abc' } })).status, 416);
       const etag = (await req(url)).headers.get('etag')!;
       r = await req(url, { headers: { Range: 'bytes=0-0', 'If-Range': etag } });
       assert.equal(r.status, 206);
@@ -257,7 +267,7 @@ describe('Objects', () => {
       }
     });
 
-    const onDisk = process.env.TEST_STORAGE === 's3' ? 'truncates a stored file on disk' : false;
+    const onDisk = testStorage() === 's3' ? 'truncates a stored file on disk' : false;
     it('a stored file shorter than its record breaks the download off: the body never looks complete', { skip: onDisk }, async () => {
       const id = await bucketWith();
       const earlier = new Set(await storedFiles(s));

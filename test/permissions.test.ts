@@ -320,6 +320,33 @@ describe('Permissions with the token factory (FILES_REST_PERMISSION_FACTORY=toke
     assert.equal(invalid.headers.get('www-authenticate'), 'Bearer error="invalid_token"');
   });
 
+  it('an expired or revoked token is told so (401, still a Bearer challenge); a 403 names the missing action', async () => {
+    const bucket = await newBucket();
+    const expired = await token({ bucket, expiresInDays: 1e-9 });
+    const r1 = await req(`${s.files}/${bucket}`, { headers: bearer(expired) });
+    assert.equal(r1.status, 401);
+    assert.equal(r1.json.message, 'The token has expired; ask for a new one.');
+    assert.equal(r1.headers.get('www-authenticate'), 'Bearer error="invalid_token", error_description="The token has expired"');
+    const revoked = await createToken(s.server.core.ctx.db, { bucket });
+    await revokeToken(s.server.core.ctx.db, revoked.info.id);
+    const r2 = await req(`${s.files}/${bucket}`, { headers: bearer(revoked.token) });
+    assert.equal(r2.status, 401);
+    assert.equal(r2.json.message, 'The token has been revoked; ask for a new one.');
+    assert.equal(r2.headers.get('www-authenticate'), 'Bearer error="invalid_token", error_description="The token has been revoked"');
+    // A wrong secret for a revoked token's id reveals nothing about it.
+    const guessed = `${revoked.token.slice(0, -4)}AAAA`;
+    const r3 = await req(`${s.files}/${bucket}`, { headers: bearer(guessed) });
+    assert.equal(r3.status, 401);
+    assert.equal(r3.json.message, 'A valid credential is required (Authorization: Bearer <token>).');
+    // 403: the message names the action the token lacks.
+    const writer = bearer(await token({ bucket, actions: ['bucket-read', 'bucket-update', 'object-read', 'object-delete'] }));
+    const v = await req(`${s.files}/${bucket}/k`, { method: 'PUT', body: 'x', headers: writer });
+    assert.equal(v.status, 200, v.text);
+    const hard = await req(`${s.files}/${bucket}/k?versionId=${v.json.version_id}`, { method: 'DELETE', headers: writer });
+    assert.equal(hard.status, 403);
+    assert.equal(hard.json.message, 'You do not have a permission for this action: it needs the object-delete-version action.');
+  });
+
   it('an anonymous caller learns nothing: an unknown bucket, an invalid id and a wrong method all give 401', async () => {
     for (const [method, path] of [
       ['GET', '/00000000-0000-4000-8000-000000000000'],

@@ -8,15 +8,22 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
-import { AbortMultipartUploadCommand, S3Client } from '@aws-sdk/client-s3';
+import {
+  AbortMultipartUploadCommand,
+  CompleteMultipartUploadCommand,
+  CreateMultipartUploadCommand,
+  S3Client,
+  UploadPartCommand,
+} from '@aws-sdk/client-s3';
 import { isStorageError, StorageError, type StorageBackend, type StoredPart } from '../src/storage/backend.js';
 import { FsBackend } from '../src/storage/fs/fs-backend.js';
 import { S3Backend } from '../src/storage/s3/s3-backend.js';
-import { isNoSuchUpload } from '../src/storage/s3/errors.js';
+import { isNoSuchUpload, s3ErrorCode } from '../src/storage/s3/errors.js';
 import { ConfigError, loadConfig } from '../src/config.js';
 import { isAppError } from '../src/errors.js';
 import { newId } from '../src/util/ids.js';
-import { recordUploads, startTestS3 } from './support/s3.js';
+import { recordUploads, startTestS3, type TestS3 } from './support/s3.js';
+import { closeOwnRgw, startTestRgw } from './support/rgw.js';
 
 const MiB = 1024 * 1024;
 /** S3's smallest part (all but the last); the test server enforces it like S3 does. */
@@ -88,13 +95,19 @@ async function writeInParts(b: StorageBackend, uri: string, data: Buffer, partSi
 
 const fsRoot = await mkdtemp(join(tmpdir(), 'files-rest-contract-'));
 const s3 = await startTestS3();
+// Ceph's RADOS Gateway: the cluster the test run shares (scripts/run-tests.mjs), else one of this
+// process's own; its S3 subjects skip with the reason when it cannot be had.
+const rgw = await startTestRgw();
 const CONTRACT_BUCKET = 'contract';
 await s3.createBucket(CONTRACT_BUCKET);
-/** Every multipart upload the S3 backend starts, to check none is left open after a failure. */
-const s3Uploads = recordUploads(s3.client);
+/** Its own bucket on RGW: the cluster may be shared with other test processes. */
+const RGW_BUCKET = `contract-${randomBytes(4).toString('hex')}`;
+if (!('skip' in rgw)) await rgw.createBucket(RGW_BUCKET);
 
 after(async () => {
   await s3.close();
+  if (!('skip' in rgw)) await rgw.close();
+  await closeOwnRgw();
   await rm(fsRoot, { recursive: true, force: true });
 });
 
@@ -107,6 +120,35 @@ interface Subject {
   nothingPending(): Promise<void>;
 }
 
+/** An S3 backend on `server`, in `bucket`, with small list pages (so `list` pages through continuation tokens). */
+function s3Subject(name: string, server: TestS3, bucket: string): Subject & { server: TestS3; bucket: string } {
+  /** Every multipart upload the S3 backend starts, to check none is left open after a failure. */
+  const uploads = recordUploads(server.client);
+  return {
+    name,
+    server,
+    bucket,
+    backend: new S3Backend({ client: server.client, splitLength: 2, dimensions: 2, listPageSize: 2 }),
+    location: () => `s3://${bucket}/loc-${randomBytes(4).toString('hex')}`,
+    nothingPending: async () => {
+      // Aborting an upload that is already gone answers NoSuchUpload.
+      for (const u of uploads.splice(0)) {
+        await assert.rejects(
+          server.client.send(new AbortMultipartUploadCommand(u)),
+          (e: unknown) => isNoSuchUpload(e),
+          `multipart upload ${u.UploadId} of ${u.Key} was left open`,
+        );
+      }
+    },
+  };
+}
+
+const s3Subjects = [s3Subject('s3', s3, CONTRACT_BUCKET)];
+if ('skip' in rgw) {
+  describe('storage contract: s3 on Ceph RADOS Gateway', { skip: rgw.skip }, () => {});
+  describe('S3 backend on Ceph RADOS Gateway', { skip: rgw.skip }, () => {});
+} else s3Subjects.push(s3Subject('s3 on Ceph RADOS Gateway', rgw, RGW_BUCKET));
+
 const subjects: Subject[] = [
   {
     name: 'fs',
@@ -114,22 +156,7 @@ const subjects: Subject[] = [
     location: () => join(fsRoot, `loc-${randomBytes(4).toString('hex')}`),
     nothingPending: async () => {},
   },
-  {
-    name: 's3',
-    // Small pages so that `list` pages through ListObjectsV2 continuation tokens.
-    backend: new S3Backend({ client: s3.client, splitLength: 2, dimensions: 2, listPageSize: 2 }),
-    location: () => `s3://${CONTRACT_BUCKET}/loc-${randomBytes(4).toString('hex')}`,
-    nothingPending: async () => {
-      // Aborting an upload that is already gone answers NoSuchUpload.
-      for (const u of s3Uploads.splice(0)) {
-        await assert.rejects(
-          s3.client.send(new AbortMultipartUploadCommand(u)),
-          (e: unknown) => isNoSuchUpload(e),
-          `multipart upload ${u.UploadId} of ${u.Key} was left open`,
-        );
-      }
-    },
-  },
+  ...s3Subjects,
 ];
 
 for (const subject of subjects) {
@@ -317,7 +344,7 @@ for (const subject of subjects) {
       assert.ok(b.handles(b.makeUri(location, id)));
       const layout = subject.name === 'fs'
         ? new FsBackend({ splitLength: 3, dimensions: 1 })
-        : new S3Backend({ client: s3.client, splitLength: 3, dimensions: 1 });
+        : new S3Backend({ client: (b as S3Backend).client, splitLength: 3, dimensions: 1 });
       assert.equal(layout.makeUri(location, id), `${location}/012/3abcd-ef01-4567-89ab-cdef01234567/data`);
     });
 
@@ -368,6 +395,38 @@ for (const subject of subjects) {
       });
     }
 
+    if (b.runningDigests) {
+      const digests = b.runningDigests;
+      it('runningDigests: ranges extended in order as parts land give the MD5 of the whole file; drop and a missing file', async () => {
+        const partSize = 64 * 1024;
+        const data = randomBytes(3 * partSize + 123);
+        const uri = newUri();
+        const id = newId();
+        const ref = await b.initialize(uri, data.length, { partSize });
+        // Parts in place: each range is readable as soon as its update resolves.
+        for (let n = 0; n * partSize < data.length; n++) {
+          const start = n * partSize;
+          const end = Math.min(start + partSize, data.length);
+          await b.update(uri, streamOf(data.subarray(start, end)), { partNumber: n, offset: start, size: end - start, ref });
+          await digests.extend(id, uri, start, end);
+        }
+        assert.equal(await digests.digest(id), md5(data));
+        // Finishing forgets: a second digest of the same id has nothing.
+        assert.equal(await digests.digest(id), null);
+        // Two digests at once are independent; a dropped one is gone.
+        const other = newId();
+        await digests.extend(other, uri, 0, 10);
+        await digests.extend(id, uri, 0, partSize);
+        digests.drop(other);
+        assert.equal(await digests.digest(other), null);
+        assert.equal(await digests.digest(id), md5(data.subarray(0, partSize)));
+        // Bytes that cannot be read reject (a missing file, a range past the end).
+        await assert.rejects(digests.extend(newId(), newUri(), 0, 10));
+        await assert.rejects(digests.extend(newId(), uri, data.length - 5, data.length + 5));
+        await b.delete(uri);
+      });
+    }
+
     if (b.copy) {
       const copy = b.copy.bind(b);
       it('copy makes an independent copy at a new URI', async () => {
@@ -387,9 +446,9 @@ for (const subject of subjects) {
 // ---------------------------------------------------------------------------------------------
 // What only the S3 backend has to say
 
-describe('S3 backend', () => {
-  const b = subjects[1]!.backend as S3Backend;
-  const location = `s3://${CONTRACT_BUCKET}/specific`;
+for (const subject of s3Subjects) describe(subject.name === 's3' ? 'S3 backend' : `S3 backend: ${subject.name}`, () => {
+  const b = subject.backend as S3Backend;
+  const location = `s3://${subject.bucket}/specific`;
 
   it('handles s3:// URIs only and normalises location URIs', () => {
     assert.ok(b.handles('s3://bucket/x'));
@@ -444,12 +503,44 @@ describe('S3 backend', () => {
     assert.equal(target.kind, 'url');
     if (target.kind !== 'url') return;
     const u = new URL(target.url);
-    assert.equal(u.origin, s3.endpoint);
+    assert.equal(u.origin, subject.server.endpoint);
     assert.equal(u.searchParams.get('X-Amz-Expires'), '300');
     assert.ok(u.searchParams.get('X-Amz-Signature'));
     const r = await fetch(target.url);
     assert.equal(r.status, 200);
     assert.ok(Buffer.from(await r.arrayBuffer()).equals(data));
+  });
+
+  it('the store itself refuses a part under 5 MiB but the last at completion (EntityTooSmall)', async () => {
+    // What initialize's own refusal saves the client from (RGW: rgw_multipart_min_part_size, 5 MiB).
+    const c = subject.server.client;
+    const at = { Bucket: subject.bucket, Key: `specific/small-${randomBytes(4).toString('hex')}` };
+    const { UploadId } = await c.send(new CreateMultipartUploadCommand(at));
+    const p1 = await c.send(new UploadPartCommand({ ...at, UploadId, PartNumber: 1, Body: randomBytes(1000) }));
+    const p2 = await c.send(new UploadPartCommand({ ...at, UploadId, PartNumber: 2, Body: randomBytes(10) }));
+    const parts = [{ PartNumber: 1, ETag: p1.ETag }, { PartNumber: 2, ETag: p2.ETag }];
+    await assert.rejects(
+      c.send(new CompleteMultipartUploadCommand({ ...at, UploadId, MultipartUpload: { Parts: parts } })),
+      (e: unknown) => s3ErrorCode(e) === 'EntityTooSmall',
+    );
+    await c.send(new AbortMultipartUploadCommand({ ...at, UploadId }));
+  });
+
+  it('copy above the copy threshold goes part by part (UploadPartCopy) and leaves no upload open', {
+    skip: subject.name === 's3' ? 'fauxqs has no UploadPartCopy' : false,
+  }, async () => {
+    // Parts are at least 5 MiB: 11 MiB + 3 bytes is three parts, the last short.
+    const big = new S3Backend({ client: subject.server.client, splitLength: 2, dimensions: 2, copyThreshold: MiB, copyPartSize: PART });
+    const data = randomBytes(11 * MiB + 3);
+    const src = b.makeUri(location, newId());
+    const dst = b.makeUri(location, newId());
+    await b.save(src, streamOf(data));
+    await subject.nothingPending(); // save's own multipart upload is done with
+    await big.copy(src, dst);
+    assert.equal(md5(await readAll(await b.open(dst))), md5(data));
+    assert.equal((await b.stat(dst))?.size, data.length);
+    await subject.nothingPending();
+    await rejectsMissing(big.copy(b.makeUri(location, newId()), dst));
   });
 
   it('a server that cannot be reached gives StorageError unavailable', async () => {

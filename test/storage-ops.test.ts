@@ -147,7 +147,7 @@ describe('Integrity checking and reconciliation', () => {
     const f = await uriOf(b, 'p');
     const queued = await scheduleVerification(ctx());
     assert.ok(queued >= 1);
-    const worker = createWorker(ctx());
+    const worker = createWorker(s.server.core);
     worker.start();
     try {
       await waitFor(async () => (await ctx().db.selectFrom('files').select('last_check').where('id', '=', f.id).executeTakeFirstOrThrow()).last_check === 1, 15_000);

@@ -5,14 +5,26 @@ import { startTestServer, type TestServer } from './support/server.js';
 import type { Core } from '../src/service.js';
 import { Worker, type TaskDefinition } from '../src/tasks/worker.js';
 import { waitFor } from './support/http.js';
+import { TaskQueue } from '../src/tasks/queue.js';
+import type { JobPayloads, PeriodicPayload } from '../src/domain/jobs.js';
+
+/** The service's job catalogue plus the made-up jobs these tests run. */
+interface TestJobs extends JobPayloads {
+  'test-flaky': { n: number };
+  'test-once': { i: number };
+  'test-periodic': PeriodicPayload;
+  'test-lease': Record<string, never>;
+}
 
 describe('The task queue and worker', () => {
   let s: TestServer;
   let core: Core;
+  let queue: TaskQueue<TestJobs>;
   const log = pino({ level: 'silent' });
   before(async () => {
     s = await startTestServer({ FILES_REST_WORKER: '0' });
     core = s.server.core;
+    queue = new TaskQueue<TestJobs>(core.ctx.db, core.ctx.dialect);
   });
   after(async () => {
     await s.close();
@@ -25,31 +37,31 @@ describe('The task queue and worker', () => {
         throw new Error('rollback');
       }),
     );
-    assert.equal((await core.ctx.queue.list()).filter((t) => (t.payload as { uri?: string }).uri === '/nowhere').length, 0);
+    assert.equal((await queue.list()).filter((t) => (t.payload as { uri?: string }).uri === '/nowhere').length, 0);
   });
 
   it('retries with backoff, ends failed with its error, and can be retried', async () => {
     let calls = 0;
-    const flaky: TaskDefinition<{ n: number }> = {
+    const flaky: TaskDefinition<'test-flaky', TestJobs> = {
       name: 'test-flaky',
       async run() {
         calls++;
         throw new Error(`boom ${calls}`);
       },
     };
-    const w = new Worker(core.ctx.queue, [flaky as TaskDefinition<never>], log, { pollIntervalMs: 20 });
-    const id = await core.ctx.queue.enqueue(core.ctx.db, 'test-flaky', { n: 1 }, { maxAttempts: 2 });
+    const w = new Worker(queue, [flaky], log, { pollIntervalMs: 20 });
+    const id = await queue.enqueue(core.ctx.db, 'test-flaky', { n: 1 }, { maxAttempts: 2 });
     w.start();
     try {
       // The first failure schedules a retry a couple of seconds later (backoff), then it fails for good.
-      await waitFor(async () => (await core.ctx.queue.get(id)).state === 'failed', 15_000);
-      const t = await core.ctx.queue.get(id);
+      await waitFor(async () => (await queue.get(id)).state === 'failed', 15_000);
+      const t = await queue.get(id);
       assert.equal(t.attempts, 2);
       assert.match(t.lastError ?? '', /boom 2/);
       assert.equal(calls, 2);
-      const failed = await core.ctx.queue.list({ state: 'failed' });
+      const failed = await queue.list({ state: 'failed' });
       assert.ok(failed.some((x) => x.id === id));
-      const again = await core.ctx.queue.retry(id);
+      const again = await queue.retry(id);
       assert.equal(again.state, 'queued');
       assert.equal(again.attempts, 0);
       await waitFor(async () => calls === 3, 10_000);
@@ -60,16 +72,16 @@ describe('The task queue and worker', () => {
 
   it('two workers never run one task twice, and each task runs exactly once', async () => {
     const runs = new Map<number, number>();
-    const def: TaskDefinition<{ i: number }> = {
+    const def: TaskDefinition<'test-once', TestJobs> = {
       name: 'test-once',
       async run({ i }) {
         runs.set(i, (runs.get(i) ?? 0) + 1);
         await new Promise((r) => setTimeout(r, 5));
       },
     };
-    const w1 = new Worker(core.ctx.queue, [def as TaskDefinition<never>], log, { pollIntervalMs: 10, concurrency: 3 });
-    const w2 = new Worker(core.ctx.queue, [def as TaskDefinition<never>], log, { pollIntervalMs: 10, concurrency: 3 });
-    for (let i = 0; i < 60; i++) await core.ctx.queue.enqueue(core.ctx.db, 'test-once', { i });
+    const w1 = new Worker(queue, [def], log, { pollIntervalMs: 10, concurrency: 3 });
+    const w2 = new Worker(queue, [def], log, { pollIntervalMs: 10, concurrency: 3 });
+    for (let i = 0; i < 60; i++) await queue.enqueue(core.ctx.db, 'test-once', { i });
     w1.start();
     w2.start();
     try {
@@ -82,24 +94,41 @@ describe('The task queue and worker', () => {
   });
 
   it('a periodic task is scheduled once per period however many workers ask', async () => {
-    const results = await Promise.all(Array.from({ length: 6 }, () => core.ctx.queue.schedulePeriodic('test-periodic', 3_600_000_000)));
+    const results = await Promise.all(Array.from({ length: 6 }, () => queue.schedulePeriodic('test-periodic', 3_600_000_000)));
     assert.equal(results.filter(Boolean).length, 1);
-    const queued = (await core.ctx.queue.list({ limit: 1000 })).filter((t) => t.name === 'test-periodic');
+    const queued = (await queue.list({ limit: 1000 })).filter((t) => t.name === 'test-periodic');
     assert.equal(queued.length, 1);
   });
 
   it('a task whose lease expired (its worker died) is claimed again', async () => {
-    const id = await core.ctx.queue.enqueue(core.ctx.db, 'test-lease', {});
-    const first = await core.ctx.queue.claim('dead-worker', 1, ['test-lease']);
+    const id = await queue.enqueue(core.ctx.db, 'test-lease', {});
+    const first = await queue.claim('dead-worker', 1, ['test-lease']);
     assert.equal(first?.id, id);
     await new Promise((r) => setTimeout(r, 5));
-    const second = await core.ctx.queue.claim('live-worker', 60_000_000, ['test-lease']);
+    const second = await queue.claim('live-worker', 60_000_000, ['test-lease']);
     assert.equal(second?.id, id);
     assert.equal(second?.attempts, 2);
     // the dead worker can no longer complete it
-    await core.ctx.queue.complete(id, 'dead-worker');
-    assert.equal((await core.ctx.queue.get(id)).state, 'running');
-    await core.ctx.queue.complete(id, 'live-worker');
-    assert.equal((await core.ctx.queue.get(id)).state, 'done');
+    await queue.complete(id, 'dead-worker');
+    assert.equal((await queue.get(id)).state, 'running');
+    await queue.complete(id, 'live-worker');
+    assert.equal((await queue.get(id)).state, 'done');
+  });
+});
+
+describe('The job catalogue', () => {
+  it('makes a misspelt job name or a wrong payload a compile error', () => {
+    // Checked by the compiler when the suite is built: each line below must fail to type-check,
+    // or `@ts-expect-error` itself is an error and the build (and so this suite) fails.
+    const check = (q: TaskQueue) => {
+      // @ts-expect-error: no job of that name
+      void q.enqueue(null as never, 'remove-file-dta', { uri: 'x' });
+      // @ts-expect-error: the payload of remove-file-data needs a uri
+      void q.enqueue(null as never, 'remove-file-data', { url: 'x' });
+      // @ts-expect-error: a handler's payload follows from its name
+      const bad: TaskDefinition<'migrate-file'> = { name: 'migrate-file', run: async (p: { uploadId: string }) => void p };
+      return bad;
+    };
+    assert.equal(typeof check, 'function');
   });
 });

@@ -78,7 +78,7 @@ describe('Webhooks', () => {
     assert.ok(!Number.isNaN(Date.parse(body.created)));
 
     const tasks = await waitFor(async () => {
-      const t = (await e.server.core.ctx.queue.list()).filter((x) => x.name === 'deliver-webhook');
+      const t = (await e.server.core.queue.list()).filter((x) => x.name === 'deliver-webhook');
       return t.length === 1 && t[0]!.state === 'done' ? t : null;
     });
     assert.equal(tasks[0]!.attempts, 2);
@@ -107,7 +107,7 @@ describe('Webhook settings', () => {
       const b = (await req(e.files, { method: 'POST' })).json.id as string;
       await put(`${e.files}/${b}/a.txt`, 'a');
       await req(`${e.files}/${b}/a.txt`, { method: 'DELETE' });
-      assert.deepEqual((await e.server.core.ctx.queue.list()).filter((t) => t.name === 'deliver-webhook'), []);
+      assert.deepEqual((await e.server.core.queue.list()).filter((t) => t.name === 'deliver-webhook'), []);
     } finally {
       await e.close();
     }
@@ -122,7 +122,7 @@ describe('Webhook settings', () => {
       await req(`${e.files}/${b}/a.txt`);
       await req(`${e.files}/${b}/a.txt`, { method: 'DELETE' });
       await waitFor(async () => rx.got.length >= 1);
-      const queued = (await e.server.core.ctx.queue.list()).filter((t) => t.name === 'deliver-webhook');
+      const queued = (await e.server.core.queue.list()).filter((t) => t.name === 'deliver-webhook');
       assert.deepEqual(queued.map((t) => (t.payload as { event: string }).event), ['file-deleted']);
       assert.deepEqual(rx.got.map((d) => d.body.event), ['file-deleted']);
     } finally {
@@ -136,7 +136,7 @@ describe('Webhook settings', () => {
     const e = await startEmbedded({ FILES_REST_WEBHOOK_URL: 'http://127.0.0.1:9/hooks', FILES_REST_WEBHOOK_SECRET: SECRET, FILES_REST_WORKER: '0' });
     try {
       const queued = async () =>
-        (await e.server.core.ctx.queue.list())
+        (await e.server.core.queue.list())
           .filter((t) => t.name === 'deliver-webhook')
           .map((t) => JSON.parse((t.payload as { body: string }).body) as WebhookBody)
           .map((b) => `${b.event}${b.kind ? `/${b.kind}` : ''}:${b.object.key}`)

@@ -53,16 +53,16 @@ export class HttpClient {
   }
 
   /** Streams `length` bytes of the repeating pattern (starting at `offset` in it) as the body. */
-  async putPattern(path: string, pattern: Buffer, offset: number, length: number, method = 'PUT'): Promise<JsonResponse & { seconds: number }> {
+  async putPattern(path: string, pattern: Buffer, offset: number, length: number, method = 'PUT', headers: () => Record<string, string> = () => ({})): Promise<JsonResponse & { seconds: number }> {
     const t0 = performance.now();
-    const r = await this.ok(method, path, { body: patternStream(pattern, offset, length), headers: { 'content-length': String(length) } });
+    const r = await this.ok(method, path, { body: patternStream(pattern, offset, length), headers: { ...headers(), 'content-length': String(length) } });
     return { ...r, seconds: (performance.now() - t0) / 1000 };
   }
 
   /** Downloads and counts a body without keeping it; fails unless 200 and `expectedBytes` arrived. */
-  async getCount(path: string, expectedBytes: number | null): Promise<{ bytes: number; seconds: number; headers: JsonResponse['headers'] }> {
+  async getCount(path: string, expectedBytes: number | null, headers: () => Record<string, string> = () => ({})): Promise<{ bytes: number; seconds: number; headers: JsonResponse['headers'] }> {
     const t0 = performance.now();
-    const r = await this.pool.request({ method: 'GET', path });
+    const r = await this.pool.request({ method: 'GET', path, headers: headers() });
     let bytes = 0;
     for await (const chunk of r.body as AsyncIterable<Buffer>) bytes += chunk.length;
     const seconds = (performance.now() - t0) / 1000;
@@ -94,6 +94,26 @@ export function patternStream(pattern: Buffer, offset: number, length: number): 
       this.push(at === 0 && n === pattern.length ? pattern : pattern.subarray(at, at + n));
     },
   });
+}
+
+const digestCache = new WeakMap<Buffer, Map<string, string>>();
+/** The digest (hex) of `size` bytes of the repeating pattern, computed once per pattern, size and algorithm. */
+export function patternDigest(pattern: Buffer, size: number, algorithm: 'md5' | 'sha256'): string {
+  let bySize = digestCache.get(pattern);
+  if (!bySize) digestCache.set(pattern, (bySize = new Map()));
+  const id = `${algorithm}:${size}`;
+  const hit = bySize.get(id);
+  if (hit) return hit;
+  const h = createHash(algorithm);
+  let left = size;
+  while (left > 0) {
+    const n = Math.min(pattern.length, left);
+    h.update(n === pattern.length ? pattern : pattern.subarray(0, n));
+    left -= n;
+  }
+  const hex = h.digest('hex');
+  bySize.set(id, hex);
+  return hex;
 }
 
 const md5Cache = new WeakMap<Buffer, Map<number, string>>();

@@ -2,7 +2,7 @@ import { pathToFileURL } from 'node:url';
 import { resolve } from 'node:path';
 import type { Db } from '../db/schema.js';
 import type { Action } from './actions.js';
-import { verifyToken, type TokenInfo } from './tokens.js';
+import { checkToken, type TokenInfo } from './tokens.js';
 
 /** What an action is checked against: nothing (creating buckets), or something inside a bucket. */
 export interface Resource {
@@ -20,6 +20,11 @@ export interface Identity {
   /** Buckets this identity may see; null means every bucket. */
   bucket: string | null;
   actions: readonly Action[];
+  /**
+   * Set when the identity may act on one object only (a signed URL, signed-urls.ts): the key and,
+   * for a download of one version, that version. The token factory refuses any other object.
+   */
+  object?: { key: string; versionId: string | null };
 }
 
 export interface PermissionArgs {
@@ -50,16 +55,48 @@ export type PermissionFactory = (args: PermissionArgs) => Permission;
 
 /**
  * Turns a credential into an identity. The built-in one reads API tokens; a factory module may
- * export its own `authenticate`.
+ * export its own `authenticate`. Null for an unknown credential; throw CredentialRefused for one
+ * that was valid and is no longer (the client is told why, 401).
  */
 export type Authenticator = (bearer: string) => Promise<Identity | null>;
+
+/** A genuine credential that may no longer be used: it expired or was revoked. */
+export class CredentialRefused extends Error {
+  constructor(readonly reason: 'expired' | 'revoked') {
+    super(`credential ${reason}`);
+    this.name = 'CredentialRefused';
+  }
+}
 
 export interface PermissionPolicy {
   name: string;
   factory: PermissionFactory;
   authenticate: Authenticator;
-  /** True when a request without a credential can never be allowed anything (answer 401 early). */
+  /**
+   * True when a request without a credential can never be allowed anything (answer 401 early),
+   * but for reads of a bucket made publicly readable (`publicRead`).
+   */
   requiresCredential: boolean;
+  /** Is this (live) bucket publicly readable (`files-rest bucket set ID --public-read on`)? Absent: none is. */
+  publicRead?: (bucketId: string) => Promise<boolean>;
+}
+
+/** What a publicly readable bucket lets anyone do: download its objects (head or version), nothing else (not even list). */
+export const PUBLIC_READ_ACTIONS: ReadonlySet<Action> = new Set<Action>(['object-read', 'object-read-version']);
+
+/**
+ * The decision of the policy for every door: the permission factory (asked only when there is an
+ * identity or the policy allows anonymous requests), else a public read of a publicly readable bucket.
+ */
+export async function decide(policy: PermissionPolicy, args: PermissionArgs): Promise<boolean> {
+  if ((args.identity || !policy.requiresCredential) && (await policy.factory(args).can())) return true;
+  return args.resource !== null && PUBLIC_READ_ACTIONS.has(args.action) && policy.publicRead !== undefined && (await policy.publicRead(args.resource.bucketId));
+}
+
+/** May an anonymous request reach the handlers (the doors' early 401)? Only under a policy without credentials, or to read a public bucket. */
+export async function anonymousMayProceed(policy: PermissionPolicy, readOf: string | null): Promise<boolean> {
+  if (!policy.requiresCredential) return true;
+  return readOf !== null && policy.publicRead !== undefined && (await policy.publicRead(readOf));
 }
 
 export const allowAll: PermissionFactory = () => ({ can: () => true });
@@ -70,6 +107,10 @@ export const tokenFactory: PermissionFactory = ({ action, resource, identity }) 
     if (!identity) return false;
     if (resource && identity.bucket !== null && identity.bucket !== resource.bucketId) return false;
     if (!resource && identity.bucket !== null) return false;
+    if (identity.object) {
+      if (!resource || (resource.key !== undefined && resource.key !== identity.object.key)) return false;
+      if (resource.type === 'object' && resource.id !== undefined && resource.id !== identity.object.versionId) return false;
+    }
     return identity.actions.includes(action);
   },
 });
@@ -78,13 +119,24 @@ function tokenIdentity(t: TokenInfo): Identity {
   return { id: t.id, bucket: t.bucket, actions: t.actions };
 }
 
-export async function loadPermissionPolicy(name: string, db: Db): Promise<PermissionPolicy> {
-  const authenticate: Authenticator = async (bearer) => {
-    const t = await verifyToken(db, bearer);
-    return t ? tokenIdentity(t) : null;
+/** The public-read flag of a live bucket (false for a missing or deleted one). */
+function publicReadOf(db: Db): (bucketId: string) => Promise<boolean> {
+  return async (bucketId) => {
+    const r = await db.selectFrom('buckets').select('public_read').where('id', '=', bucketId).where('deleted', '=', 0).executeTakeFirst();
+    return r?.public_read === 1;
   };
-  if (name === 'allow-all') return { name, factory: allowAll, authenticate, requiresCredential: false };
-  if (name === 'token') return { name, factory: tokenFactory, authenticate, requiresCredential: true };
+}
+
+export async function loadPermissionPolicy(name: string, db: Db): Promise<PermissionPolicy> {
+  const publicRead = publicReadOf(db);
+  const authenticate: Authenticator = async (bearer) => {
+    const t = await checkToken(db, bearer);
+    if (t === null) return null;
+    if ('refused' in t) throw new CredentialRefused(t.refused);
+    return tokenIdentity(t);
+  };
+  if (name === 'allow-all') return { name, factory: allowAll, authenticate, requiresCredential: false, publicRead };
+  if (name === 'token') return { name, factory: tokenFactory, authenticate, requiresCredential: true, publicRead };
   const mod = (await import(pathToFileURL(resolve(name)).href)) as {
     default?: PermissionFactory;
     permissionFactory?: PermissionFactory;
@@ -92,5 +144,5 @@ export async function loadPermissionPolicy(name: string, db: Db): Promise<Permis
   };
   const factory = mod.default ?? mod.permissionFactory;
   if (typeof factory !== 'function') throw new Error(`FILES_REST_PERMISSION_FACTORY: ${name} exports no default factory function`);
-  return { name, factory, authenticate: mod.authenticate ?? authenticate, requiresCredential: false };
+  return { name, factory, authenticate: mod.authenticate ?? authenticate, requiresCredential: false, publicRead };
 }

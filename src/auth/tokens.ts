@@ -67,8 +67,12 @@ export async function countTokens(db: Db): Promise<number> {
 
 const TOKEN_RE = /^frt_([0-9a-f]{32})_([A-Za-z0-9_-]{43})$/;
 
-/** The valid, unrevoked, unexpired token a bearer string names, or null. Secrets compare in constant time. */
-export async function verifyToken(db: Db, bearer: string): Promise<TokenInfo | null> {
+/**
+ * The token a bearer string names: its info when usable; `{ refused }` when the secret is right but
+ * the token was revoked or has expired (only a holder of the secret learns that); null otherwise.
+ * Secrets compare in constant time.
+ */
+export async function checkToken(db: Db, bearer: string): Promise<TokenInfo | { refused: 'expired' | 'revoked' } | null> {
   const m = TOKEN_RE.exec(bearer);
   if (!m) return null;
   const hex = m[1]!;
@@ -76,6 +80,14 @@ export async function verifyToken(db: Db, bearer: string): Promise<TokenInfo | n
   const r = await db.selectFrom('tokens').selectAll().where('id', '=', id).executeTakeFirst();
   if (!r) return null;
   const ok = timingSafeEqual(Buffer.from(hash(m[2]!), 'hex'), Buffer.from(r.secret_hash, 'hex'));
-  if (!ok || r.revoked === 1 || (r.expires !== null && r.expires < nowMicros())) return null;
+  if (!ok) return null;
+  if (r.revoked === 1) return { refused: 'revoked' };
+  if (r.expires !== null && r.expires < nowMicros()) return { refused: 'expired' };
   return { id: r.id, bucket: r.bucket_id, actions: r.actions.split(',').filter(isAction), expires: r.expires };
+}
+
+/** The valid, unrevoked, unexpired token a bearer string names, or null. */
+export async function verifyToken(db: Db, bearer: string): Promise<TokenInfo | null> {
+  const t = await checkToken(db, bearer);
+  return t && !('refused' in t) ? t : null;
 }

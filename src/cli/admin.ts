@@ -1,6 +1,10 @@
 import type { Command } from 'commander';
 import type { Core } from '../service.js';
-import { createBucket, getBucketForAdmin, setBucketDeleted, setBucketLocked, setBucketProperties } from '../domain/buckets.js';
+import { createBucket, getBucketForAdmin, getLiveBucket, setBucketDeleted, setBucketLocked, setBucketName, setBucketProperties, setBucketPublicRead } from '../domain/buckets.js';
+import { requireServerKeys } from '../auth/server-key.js';
+import { newGrant, signedQuery } from '../auth/signed-urls.js';
+import { parseUuid } from '../util/ids.js';
+import { checkBucketName, s3KeyCommands } from './s3-commands.js';
 import { createLocation, getLocationById, listLocations, setDefaultLocation } from '../domain/locations.js';
 import type { Bucket } from '../domain/models.js';
 import { createToken, revokeToken } from '../auth/tokens.js';
@@ -8,12 +12,16 @@ import { snapshotBucket, syncBuckets } from '../domain/snapshots.js';
 import { migrationStatus, queueMigration } from '../domain/migration.js';
 import { filesToVerify, verifyFile } from '../domain/integrity.js';
 import { reconcileStorage } from '../domain/reconcile.js';
+import { filesBelowPolicy, fileStatus, fixityHistory, removeLocation, resolveFileRef, setBucketCopies } from '../domain/replicas.js';
 import { isoMicros } from '../util/time.js';
 import { Links } from '../http/links.js';
 import { bucketJson } from '../http/serializers.js';
 import { AppError } from '../errors.js';
 import { taskDefinitions } from '../service.js';
 import type { Out } from './output.js';
+
+/** The periodic tasks `task run` accepts (test/cli.test.ts checks this list against taskDefinitions). */
+export const PERIODIC_TASKS = ['expire-uploads', 'expire-resumable-uploads', 'verify-checksums', 'sweep-storage', 'prune-tasks', 'replicate-below-policy', 'summarise-fixity'] as const;
 
 export type WithCore = <T>(fn: (core: Core, out: Out) => Promise<T>) => Promise<void>;
 
@@ -24,20 +32,33 @@ function sizeOption(name: string, v: string | undefined): number | null | undefi
   return Number(v);
 }
 
+/** Links as the server would give them: FILES_REST_BASE_URL, else HOST and PORT. */
+function adminLinks(core: Core): Links {
+  return new Links(core.config, { origin: `http://${core.config.host}:${core.config.port}` });
+}
+
+/** An on|off option. */
+function onOff(name: string, v: string): boolean {
+  if (v === 'on' || v === 'off') return v === 'on';
+  throw new AppError('VALIDATION_ERROR', {}, { errors: [{ field: name, message: `expected on or off, got ${v}` }] });
+}
+
 async function bucketDoc(core: Core, b: Bucket) {
   const loc = await getLocationById(core.ctx.db, b.defaultLocation);
-  const links = new Links(core.config, { origin: `http://${core.config.host}:${core.config.port}` });
-  return { ...bucketJson(b, links), deleted: b.deleted, default_location: loc.name };
+  const links = adminLinks(core);
+  return { ...bucketJson(b, links), name: b.name ?? null, deleted: b.deleted, default_location: loc.name };
 }
 
 function describeBucket(d: Awaited<ReturnType<typeof bucketDoc>>): string {
   return [
     `bucket ${d.id}`,
+    `  name          ${d.name ?? 'none'}`,
     `  location      ${d.default_location}`,
     `  size          ${d.size} bytes`,
     `  quota_size    ${d.quota_size ?? 'none'}`,
     `  max_file_size ${d.max_file_size ?? 'none'}`,
     `  locked        ${d.locked}`,
+    `  public_read   ${d.public_read}`,
     `  deleted       ${d.deleted}`,
     `  created       ${d.created}`,
   ].join('\n');
@@ -53,6 +74,15 @@ export function adminCommands(program: Command, withCore: WithCore): void {
       withCore(async (core, out) => {
         const l = await createLocation(core.ctx, { name, uri, isDefault: !!o.default });
         out.print(`created location ${l.name} at ${l.uri}${l.isDefault ? ' (default)' : ''}`, { name: l.name, uri: l.uri, default: l.isDefault });
+      }),
+    );
+  location
+    .command('remove <name>')
+    .description('remove a location: refused while it is a default location or holds the only good copy of a file; its other copies are forgotten and made again elsewhere')
+    .action((name: string) =>
+      withCore(async (core, out) => {
+        const n = await removeLocation(core.ctx, name);
+        out.print(`removed location ${name}; ${n} file(s) lost a copy there (replication queued)`, { name, files: n });
       }),
     );
   location
@@ -112,23 +142,48 @@ export function adminCommands(program: Command, withCore: WithCore): void {
   stateCommand('delete', 'logically delete a bucket (its content stays)', (c, id) => setBucketDeleted(c.ctx, id, true), 'deleted');
   stateCommand('restore', 'undo a logical deletion', (c, id) => setBucketDeleted(c.ctx, id, false), 'restored');
   bucket
+    .command('name <id> <name>')
+    .description("give a bucket its S3 name ('none' removes it); the S3 API addresses the bucket by it")
+    .action((id: string, name: string) =>
+      withCore(async (core, out) => {
+        await getBucketForAdmin(core.ctx.db, id);
+        if (name !== 'none') checkBucketName(name);
+        const b = await setBucketName(core.ctx, id, name === 'none' ? null : name);
+        const d = await bucketDoc(core, b);
+        out.print(describeBucket(d), d);
+      }),
+    );
+  bucket
     .command('set <id>')
     .description("set a bucket's limits and default location ('none' clears a limit)")
     .option('--quota-size <bytes>', 'total quota in bytes, or none')
     .option('--max-file-size <bytes>', 'per-file maximum in bytes, or none')
     .option('--location <name>', 'default location for new files')
-    .action((id: string, o: { quotaSize?: string; maxFileSize?: string; location?: string }) =>
+    .option('--public-read <on|off>', 'on: anyone may download its objects without a credential (not list them); see docs/security.md')
+    .action((id: string, o: { quotaSize?: string; maxFileSize?: string; location?: string; publicRead?: string }) =>
       withCore(async (core, out) => {
-        const b = await setBucketProperties(core.ctx, id, {
+        const publicRead = o.publicRead === undefined ? undefined : onOff('public-read', o.publicRead);
+        let b = await setBucketProperties(core.ctx, id, {
           quotaSize: sizeOption('quota-size', o.quotaSize),
           maxFileSize: sizeOption('max-file-size', o.maxFileSize),
           locationName: o.location,
         });
+        if (publicRead !== undefined) b = await setBucketPublicRead(core.ctx, id, publicRead);
         const d = await bucketDoc(core, b);
         out.print(describeBucket(d), d);
       }),
     );
 
+  bucket
+    .command('set-copies <id> <copies>')
+    .description("copies of each file the bucket requires, in distinct locations (a number, or 'default': FILES_REST_DEFAULT_COPIES); queues the copies its files lack")
+    .action((id: string, copies: string) =>
+      withCore(async (core, out) => {
+        const n = copies === 'default' ? null : /^\d+$/.test(copies) ? Number(copies) : NaN;
+        const queued = await setBucketCopies(core.ctx, id, n);
+        out.print(`bucket ${id} requires ${n ?? `the default (${core.config.defaultCopies})`} cop${n === 1 ? 'y' : 'ies'}; ${queued} replication(s) queued`, { id, copies: n, queued });
+      }),
+    );
   bucket
     .command('snapshot <id>')
     .description('new bucket holding the latest versions, sharing files on disk; prints its id')
@@ -167,6 +222,7 @@ export function adminCommands(program: Command, withCore: WithCore): void {
           out.print(
             [
               `migrations: ${st.queued} queued, ${st.running} running, ${st.done} done, ${st.failed} failed`,
+              ...st.targets.map((t) => `  to ${t.location}\t${t.queued + t.running} left\t${t.done} done\t${t.failed} failed`),
               ...st.locations.map((l) => `  ${l.name}\t${l.files} files\t${l.bytes} bytes`),
             ].join('\n'),
             st,
@@ -191,7 +247,7 @@ export function adminCommands(program: Command, withCore: WithCore): void {
         const due = await filesToVerify(core.ctx, { all: !!o.all, olderThanDays: days });
         if (!o.wait) {
           await core.ctx.db.transaction().execute(async (tx) => {
-            for (const f of due) await core.ctx.queue.enqueue(tx, 'verify-checksum', { fileId: f.id }, { maxAttempts: 3 });
+            for (const f of due) await core.queue.enqueue(tx, 'verify-checksum', { fileId: f.id }, { maxAttempts: 3 });
           });
           out.print(`queued ${due.length} integrity check(s)`, { queued: due.length });
           return;
@@ -206,6 +262,53 @@ export function adminCommands(program: Command, withCore: WithCore): void {
           { checked: due.length, failed },
         );
         if (failed.length) process.exitCode = 2;
+      }),
+    );
+
+  file
+    .command('status <file>')
+    .description('a file instance (id, or BUCKET/KEY for the head version): its copies, their last check, and its replication policy')
+    .action((ref: string) =>
+      withCore(async (core, out) => {
+        const st = await fileStatus(core.ctx, await resolveFileRef(core.ctx, ref));
+        out.print(
+          [
+            `file ${st.file_id}: ${st.good_copies} good of ${st.required_copies} required cop${st.required_copies === 1 ? 'y' : 'ies'}, ${st.size} bytes, ${st.checksum}`,
+            ...st.copies.map((c) => `  ${c.location}${c.first ? ' (first)' : ''}\t${c.last_check === null ? 'unchecked' : c.last_check ? 'ok' : 'FAILED'}\t${c.last_check_at === null ? '-' : isoMicros(c.last_check_at)}\t${c.uri}`),
+          ].join('\n'),
+          st,
+        );
+      }),
+    );
+  file
+    .command('below-policy')
+    .description('files with fewer good copies than their policy requires (replication lag; 0 good: no good copy left)')
+    .option('--limit <n>', 'at most this many', '1000')
+    .action((o: { limit: string }) =>
+      withCore(async (core, out) => {
+        const rows = await filesBelowPolicy(core.ctx, { limit: Number(o.limit) });
+        out.print(
+          rows.length ? rows.map((r) => `${r.file_id}\t${r.good}/${r.required} good\t${r.size} bytes${r.good === 0 ? '\tNO GOOD COPY' : ''}`).join('\n') : 'every file has its copies',
+          { files: rows },
+        );
+        if (rows.some((r) => r.good === 0)) process.exitCode = 2;
+      }),
+    );
+  file
+    .command('fixity <file>')
+    .description("a file instance's fixity history (id, or BUCKET/KEY): every check, failure, repair and replication of each copy")
+    .option('--limit <n>', 'the latest this many events', '1000')
+    .action((ref: string, o: { limit: string }) =>
+      withCore(async (core, out) => {
+        const fileId = await resolveFileRef(core.ctx, ref);
+        const h = await fixityHistory(core.ctx, fileId, { limit: Number(o.limit) });
+        out.print(
+          [
+            ...h.summary.map((x) => `summary\t${x.location}\t${x.kind}\t${x.count} (${x.failed} not ok)\t${isoMicros(x.first_at)} .. ${isoMicros(x.last_at)}`),
+            ...h.events.map((e) => `${isoMicros(e.at)}\t${e.location}\t${e.kind}\t${e.ok ? 'ok' : 'NOT OK'}\t${e.checksum_found ?? '-'}\t${e.detail ?? ''}`),
+          ].join('\n') || 'no fixity events',
+          { file_id: fileId, ...h },
+        );
       }),
     );
 
@@ -226,9 +329,36 @@ export function adminCommands(program: Command, withCore: WithCore): void {
             ...r.orphans.map((x) => `  orphan\t${x.location}\t${x.uri}\t${x.size}`),
             `${r.missing.length} file instance(s) with missing bytes`,
             ...r.missing.map((x) => `  missing\t${x.location}\t${x.file_id}\t${x.uri}`),
+            ...r.skipped.map((x) => `location ${x.location} not examined for orphans: ${x.reason}`),
           ].join('\n'),
           r,
         );
+      }),
+    );
+
+  const url = program.command('url').description('signed URLs');
+  url
+    .command('sign <bucket> <key>')
+    .description('a URL allowing one download (or, with --upload, one upload) of an object until it expires, signed with the server key')
+    .option('--upload', 'a single-use upload (PUT) URL instead of a download URL')
+    .option('--version-id <id>', 'a download of that version instead of the head')
+    .option('--expires-in <seconds>', 'validity in seconds (default FILES_REST_SIGNED_URL_EXPIRES, at most FILES_REST_SIGNED_URL_MAX_EXPIRES)')
+    .action((bucketId: string, key: string, o: { upload?: boolean; versionId?: string; expiresIn?: string }) =>
+      withCore(async (core, out) => {
+        const max = core.config.signedUrlMaxExpires;
+        const expiresIn = o.expiresIn === undefined ? core.config.signedUrlExpires : Number(o.expiresIn);
+        if (!Number.isSafeInteger(expiresIn) || expiresIn < 1 || expiresIn > max) {
+          throw new AppError('VALIDATION_ERROR', {}, { errors: [{ field: 'expires-in', message: `expected whole seconds from 1 to ${max} (FILES_REST_SIGNED_URL_MAX_EXPIRES)` }] });
+        }
+        const versionId = o.versionId === undefined ? null : parseUuid(o.versionId);
+        if (versionId === null && o.versionId !== undefined) throw new AppError('VALIDATION_ERROR', {}, { errors: [{ field: 'version-id', message: 'not a UUID' }] });
+        if (versionId !== null && o.upload) throw new AppError('VALIDATION_ERROR', {}, { errors: [{ field: 'version-id', message: 'an upload URL is for the object, not a version' }] });
+        const bucket = await getLiveBucket(core.ctx.db, parseUuid(bucketId) ?? bucketId);
+        const action = o.upload ? 'upload' : 'download';
+        const grant = newGrant(action, { bucketId: bucket.id, key, versionId, expiresIn });
+        const signed = `${adminLinks(core).object(bucket.id, key)}?${signedQuery(requireServerKeys(core.config, null), grant)}`;
+        const expires = new Date(grant.expires * 1000).toISOString();
+        out.print(signed, { url: signed, method: grant.method, action, bucket: bucket.id, key, version_id: versionId, expires, single_use: grant.nonce !== null });
       }),
     );
 
@@ -265,6 +395,8 @@ export function adminCommands(program: Command, withCore: WithCore): void {
       }),
     );
 
+  s3KeyCommands(program, withCore);
+
   const task = program.command('task').description('background tasks');
   task
     .command('list')
@@ -273,7 +405,7 @@ export function adminCommands(program: Command, withCore: WithCore): void {
     .option('--limit <n>', 'how many', '100')
     .action((o: { failed?: boolean; limit: string }) =>
       withCore(async (core, out) => {
-        const tasks = await core.ctx.queue.list({ state: o.failed ? 'failed' : undefined, limit: Number(o.limit) || 100 });
+        const tasks = await core.queue.list({ state: o.failed ? 'failed' : undefined, limit: Number(o.limit) || 100 });
         const docs = tasks.map((t) => ({
           id: t.id, name: t.name, state: t.state, attempts: t.attempts, max_attempts: t.maxAttempts, payload: t.payload,
           run_at: isoMicros(t.runAt), last_error: t.lastError, created: isoMicros(t.created), updated: isoMicros(t.updated),
@@ -291,18 +423,18 @@ export function adminCommands(program: Command, withCore: WithCore): void {
     .description('queue a failed task again')
     .action((id: string) =>
       withCore(async (core, out) => {
-        const t = await core.ctx.queue.retry(Number(id));
+        const t = await core.queue.retry(Number(id));
         out.print(`task ${t.id} queued again`, { queued: 1, id: t.id });
       }),
     );
   task
     .command('run <name>')
-    .description('run a periodic task now (expire-uploads, verify-checksums, prune-tasks) and wait for it')
+    .description(`run a periodic task now (${PERIODIC_TASKS.join(', ')}) and wait for it`)
     .action((name: string) =>
       withCore(async (core, out) => {
-        const def = taskDefinitions(core.ctx).find((d) => d.name === name && d.periodicSeconds);
+        const def = taskDefinitions(core).find((d) => d.name === name && d.periodicSeconds);
         if (!def) {
-          const names = taskDefinitions(core.ctx).filter((d) => d.periodicSeconds).map((d) => d.name);
+          const names = taskDefinitions(core).filter((d) => d.periodicSeconds).map((d) => d.name);
           throw new Error(`unknown periodic task ${name} (known: ${names.join(', ')})`);
         }
         const t0 = Date.now();

@@ -3,7 +3,7 @@
  * (src/client), unlike the admin commands, which open the database.
  *
  *   files-rest mb
- *   files-rest upload FILE... --bucket ID [--key K] [--prefix P] [--recursive] [--parallel N] [--jobs N]
+ *   files-rest upload FILE... --bucket ID [--key K] [--prefix P] [--recursive] [--skip-unchanged] [--parallel N] [--jobs N]
  *   files-rest download KEY [DEST] --bucket ID [--version V]
  *   files-rest ls --bucket ID [--prefix P] [--versions] [--uploads]
  *   files-rest rm KEY --bucket ID [--version V]
@@ -16,7 +16,10 @@ import { readdir, stat } from 'node:fs/promises';
 import { basename, join, relative, resolve, sep } from 'node:path';
 import { Option, type Command } from 'commander';
 import cliProgress from 'cli-progress';
-import { ChecksumMismatchError, FilesError, NodeFilesClient, isAbortError, type ObjectVersion, type UploadResult } from '../client/node.js';
+import {
+  ChecksumMismatchError, ConnectionError, FilesError, NodeFilesClient, UploadStoppedError, isAbortError, type ObjectVersion, type UploadResult,
+} from '../client/node.js';
+import { commonPrefix, headsByKey, unchangedMd5 } from './unchanged.js';
 
 // ---- shared ----------------------------------------------------------------------------------
 
@@ -52,7 +55,7 @@ function clean(s: string): string {
 
 function errorText(e: unknown): string {
   if (e instanceof FilesError) return `${e.message} (HTTP ${e.status})`;
-  if (e instanceof ChecksumMismatchError) return e.message;
+  if (e instanceof ChecksumMismatchError || e instanceof ConnectionError || e instanceof UploadStoppedError) return clean(e.message);
   const err = e as Error & { cause?: { code?: string; message?: string } };
   const cause = err?.cause ? `: ${err.cause.code ?? err.cause.message ?? ''}` : '';
   return clean(`${err?.message ?? String(e)}${cause}`);
@@ -81,6 +84,11 @@ function intOption(name: string, min: number) {
     if (!/^\d+$/.test(v) || Number(v) < min || Number(v) > 1000) throw new Error(`${name} must be a whole number from ${min} to 1000, got ${v}`);
     return Number(v);
   };
+}
+
+function secondsOption(v: string): number {
+  if (!/^\d{1,9}$/.test(v) || Number(v) < 1) throw new Error(`--expires-in must be a whole number of seconds, got ${v}`);
+  return Number(v);
 }
 
 export function humanBytes(n: number): string {
@@ -119,6 +127,8 @@ interface Task {
   update(loaded: number, total?: number): void;
   finish(line: string): void;
   fail(line: string): void;
+  /** The user stopped it: the bar stays where it got to (no FAILED); later updates are ignored. */
+  interrupt(line: string): void;
 }
 
 interface Reporter {
@@ -141,6 +151,9 @@ function barReporter(): Reporter {
       stopOnComplete: false,
       autopadding: true,
       fps: 8,
+      // Lines logged above the bars move them down a row: without a full redraw a bar that did not
+      // change is not drawn again at its new place (cli-progress 3.12).
+      forceRedraw: true,
       stream: process.stdout,
     },
     cliProgress.Presets.shades_classic,
@@ -157,9 +170,11 @@ function barReporter(): Reporter {
         left: r > 0 ? humanDuration((t - loaded) / r) : '--',
       });
       let last = 0;
+      let frozen = false;
       const started = Date.now();
       return {
         update(loaded, t = total) {
+          if (frozen) return;
           const r = rate.sample(loaded);
           if (t !== total) {
             total = t;
@@ -177,12 +192,19 @@ function barReporter(): Reporter {
           bar.update(last, { ...payload(last, total, 0), left: 'FAILED' });
           multi.log(`${clean(line)}\n`);
         },
+        interrupt(line) {
+          frozen = true;
+          bar.update(last, { ...payload(last, total, 0), left: 'interrupted' });
+          multi.log(`${clean(line)}\n`);
+        },
       };
     },
     note(line) {
       multi.log(`${clean(line)}\n`);
     },
     stop() {
+      // stop() draws the bars but not the lines logged since the last redraw (the last file's).
+      multi.update();
       multi.stop();
     },
   };
@@ -207,6 +229,7 @@ function lineReporter(out: NodeJS.WritableStream): Reporter {
         },
         finish: say,
         fail: say,
+        interrupt: say,
       };
     },
     note: say,
@@ -220,18 +243,30 @@ function makeReporter(json: boolean): Reporter {
   return lineReporter(process.stdout);
 }
 
-/** Ctrl-C: abort the transfers (a second one exits at once). */
-function interruptible(): { signal: AbortSignal; interrupted: () => boolean; dispose: () => void } {
+/**
+ * Ctrl-C (or SIGTERM). With `onStop`, the first one only stops: no new file or part starts, the parts
+ * in flight finish (so the server keeps every part sent); the second aborts the transfers at once;
+ * the third exits. Without it, the first one aborts.
+ */
+function interruptible(onStop?: () => void): { stop: AbortSignal; signal: AbortSignal; interrupted: () => boolean; dispose: () => void } {
+  const stop = new AbortController();
   const ac = new AbortController();
   let count = 0;
   const on = () => {
     count++;
-    if (count > 1) process.exit(130);
+    if (count === 1 && onStop) {
+      stop.abort(new DOMException('interrupted', 'AbortError'));
+      onStop();
+      return;
+    }
+    if (ac.signal.aborted) process.exit(130);
+    stop.abort(new DOMException('interrupted', 'AbortError'));
     ac.abort(new DOMException('interrupted', 'AbortError'));
   };
   process.on('SIGINT', on);
   process.on('SIGTERM', on);
   return {
+    stop: stop.signal,
     signal: ac.signal,
     interrupted: () => count > 0,
     dispose: () => {
@@ -310,6 +345,7 @@ interface UploadCmdOpts extends ConnOpts {
   key?: string;
   prefix?: string;
   recursive?: boolean;
+  skipUnchanged?: boolean;
   parallel: number;
   jobs: number;
   partSize?: number;
@@ -317,31 +353,55 @@ interface UploadCmdOpts extends ConnOpts {
   retries: number;
 }
 
+/** One file's outcome, as `--json` reports it. */
+interface FileResult {
+  file: string; key: string; size: number; ok: boolean; error?: string; skipped?: boolean; interrupted?: boolean;
+  version_id?: string; checksum?: string; multipart?: boolean; upload_id?: string | null; parts_total?: number; parts_sent?: number;
+  parts_skipped?: number; parts_on_server?: number; retries?: number; restarts?: number; resumed?: boolean; seconds?: number;
+}
+
 async function uploadCommand(files: string[], o: UploadCmdOpts): Promise<void> {
   const json = jsonWanted();
   const client = connect(o);
   const items = await collect(files, o);
+  let heads = new Map<string, { size: number; checksum: string }>();
+  if (o.skipUnchanged) {
+    try {
+      heads = await headsByKey(client, o.bucket, commonPrefix(items.map((it) => it.key)));
+    } catch (e) {
+      throw new Error(errorText(e));
+    }
+  }
   const reporter = makeReporter(json);
-  const intr = interruptible();
+  const intr = interruptible(() => reporter.note('stopping: finishing the parts in flight (Ctrl-C again to stop at once)'));
   const started = Date.now();
-  const results: {
-    file: string; key: string; size: number; ok: boolean; error?: string; version_id?: string; checksum?: string; multipart?: boolean;
-    upload_id?: string | null; parts_total?: number; parts_sent?: number; parts_skipped?: number; retries?: number; restarts?: number; resumed?: boolean; seconds?: number;
-  }[] = [];
+  const results: FileResult[] = [];
   try {
     await eachLimited(items, o.jobs, async (it) => {
-      if (intr.signal.aborted) return;
+      if (intr.stop.aborted) return;
+      const head = heads.get(it.key);
+      const same = head ? await unchangedMd5(head, it.path, it.size) : null;
+      if (same) {
+        reporter.note(`skipped (unchanged) ${it.path} -> ${it.key} (${humanBytes(it.size)}, md5 ${same})`);
+        results.push({ file: it.path, key: it.key, size: it.size, ok: true, skipped: true, checksum: head!.checksum });
+        return;
+      }
+      if (intr.stop.aborted) return;
       const label = it.key;
       const task = reporter.task(label, it.size);
       const t0 = Date.now();
       try {
         const r: UploadResult = await client.upload(o.bucket, it.key, it.path, {
           signal: intr.signal,
+          stopSignal: intr.stop,
           parallel: o.parallel,
           retries: o.retries,
           resume: o.resume,
           ...(o.partSize ? { partSize: o.partSize } : {}),
-          onProgress: (p) => task.update(p.loaded, p.total),
+          // After a hard stop the parts in flight drop out of the count: the bar keeps what it showed.
+          onProgress: (p) => {
+            if (!intr.signal.aborted) task.update(p.loaded, p.total);
+          },
           onEvent: (e) => {
             if (e.type === 'start') {
               if (!process.stdout.isTTY || json) {
@@ -359,9 +419,21 @@ async function uploadCommand(files: string[], o: UploadCmdOpts): Promise<void> {
           restarts: r.restarts, resumed: r.resumed, seconds: secs,
         });
       } catch (e) {
-        const msg = isAbortError(e) && intr.interrupted() ? 'interrupted' : errorText(e);
-        task.fail(`FAILED ${it.path} -> ${it.key}: ${msg}`);
-        results.push({ file: it.path, key: it.key, size: it.size, ok: false, error: msg });
+        if (e instanceof UploadStoppedError) {
+          const held = e.uploadId ? `the server holds ${e.partsOnServer} of ${e.partsTotal} parts of upload ${e.uploadId}` : 'nothing stored yet';
+          task.interrupt(`interrupted ${it.path} -> ${it.key}: ${held}`);
+          results.push({
+            file: it.path, key: it.key, size: it.size, ok: false, interrupted: true, error: 'interrupted',
+            upload_id: e.uploadId, parts_on_server: e.partsOnServer, parts_total: e.partsTotal,
+          });
+        } else if (intr.interrupted() && (isAbortError(e) || intr.signal.aborted)) {
+          task.interrupt(`interrupted ${it.path} -> ${it.key}: the parts in flight were cut off`);
+          results.push({ file: it.path, key: it.key, size: it.size, ok: false, interrupted: true, error: 'interrupted' });
+        } else {
+          const msg = errorText(e);
+          task.fail(`FAILED ${it.path} -> ${it.key}: ${msg}`);
+          results.push({ file: it.path, key: it.key, size: it.size, ok: false, error: msg });
+        }
       }
     });
   } finally {
@@ -369,21 +441,40 @@ async function uploadCommand(files: string[], o: UploadCmdOpts): Promise<void> {
     intr.dispose();
   }
   const secs = (Date.now() - started) / 1000;
-  const ok = results.filter((r) => r.ok);
-  const bytes = ok.reduce((a, r) => a + r.size, 0);
-  const failed = results.length - ok.length;
-  const skipped = items.length - results.length;
+  const uploaded = results.filter((r) => r.ok && !r.skipped);
+  const skipped = results.filter((r) => r.skipped).length;
+  const stopped = results.filter((r) => r.interrupted);
+  const failed = results.filter((r) => !r.ok && !r.interrupted).length;
+  const bytes = uploaded.reduce((a, r) => a + r.size, 0);
+  const notStarted = items.length - results.length;
+  const partsHeld = stopped.reduce((a, r) => a + (r.parts_on_server ?? 0), 0);
+  const partsOf = stopped.reduce((a, r) => a + (r.parts_total ?? 0), 0);
   if (json) {
-    process.stdout.write(`${JSON.stringify({ bucket: o.bucket, uploaded: ok.length, failed, not_started: skipped, bytes, seconds: secs, interrupted: intr.interrupted(), files: results }, null, 2)}\n`);
+    process.stdout.write(
+      `${JSON.stringify(
+        {
+          bucket: o.bucket, uploaded: uploaded.length, skipped, failed, interrupted_files: stopped.length, not_started: notStarted, bytes, seconds: secs,
+          interrupted: intr.interrupted(), files: results,
+        },
+        null,
+        2,
+      )}\n`,
+    );
   } else {
     const rate = secs > 0 ? ` (${humanBytes(Math.round(bytes / secs))}/s)` : '';
-    process.stdout.write(`${ok.length} file(s) uploaded, ${failed} failed${skipped ? `, ${skipped} not started` : ''}: ${humanBytes(bytes)} in ${secs.toFixed(1)} s${rate}\n`);
+    const held = partsOf > 0 ? ` (the server holds ${partsHeld} of ${partsOf} parts; the same command resumes)` : '';
+    process.stdout.write(
+      `${uploaded.length} file(s) uploaded${o.skipUnchanged ? `, ${skipped} skipped (unchanged)` : ''}, ${failed} failed` +
+        `${stopped.length ? `, ${stopped.length} interrupted${held}` : ''}${notStarted ? `, ${notStarted} not started` : ''}: ` +
+        `${humanBytes(bytes)} in ${secs.toFixed(1)} s${rate}\n`,
+    );
   }
   if (intr.interrupted()) {
-    process.stderr.write('files-rest: interrupted; run the same command again to continue (servers with FILES_REST_MULTIPART_ABORT_ON_PART_FAILURE=0 keep the parts already sent)\n');
+    const held = partsOf > 0 ? `the server holds ${partsHeld} of ${partsOf} parts; ` : '';
+    process.stderr.write(`files-rest: interrupted; ${held}run the same command again to resume\n`);
     process.exit(130);
   }
-  if (failed || skipped) process.exit(1);
+  if (failed || notStarted) process.exit(1);
 }
 
 // ---- download --------------------------------------------------------------------------------
@@ -422,8 +513,12 @@ async function downloadCommand(key: string, dest: string | undefined, o: Downloa
       `downloaded ${key} -> ${target} (${humanBytes(result.size)}, md5 ${result.md5} verified${result.resumedFrom ? `, resumed at byte ${result.resumedFrom}` : ''}) in ${secs.toFixed(1)} s`,
     );
   } catch (e) {
-    const msg = isAbortError(e) && intr.interrupted() ? 'interrupted' : errorText(e);
-    task?.fail(`FAILED ${key}: ${msg}`);
+    const stopped = isAbortError(e) && intr.interrupted();
+    const msg = stopped ? 'interrupted' : errorText(e);
+    if (stopped) {
+      const kept = await stat(`${target}.part`).then((s) => s.size, () => 0);
+      task?.interrupt(`interrupted ${key} -> ${target}: ${humanBytes(kept)} kept in ${target}.part`);
+    } else task?.fail(`FAILED ${key}: ${msg}`);
     reporter.stop();
     intr.dispose();
     if (json) process.stdout.write(`${JSON.stringify({ key, file: target, ok: false, error: msg }, null, 2)}\n`);
@@ -471,6 +566,7 @@ export function clientCommands(program: Command): void {
       .option('--key <key>', 'object key for a single file (default: its file name)')
       .option('--prefix <prefix>', 'prepended to every key (e.g. "photos/")')
       .option('-r, --recursive', 'upload directories, keys from paths relative to each directory')
+      .option('--skip-unchanged', "skip files whose size and MD5 match the key's head version (one listing of the bucket)")
       .option('--parallel <n>', 'parts sent at once per file', intOption('--parallel', 1), 4)
       .option('--jobs <n>', 'files uploaded at once', intOption('--jobs', 1), 2)
       .option('--part-size <size>', 'multipart part size (e.g. 16M); default max(8 MiB, size/9000)', parseSize)
@@ -512,6 +608,25 @@ export function clientCommands(program: Command): void {
         else process.stdout.write(`${versionLine(v, !!o.versions)}\n`);
       }
       if (json) process.stdout.write(`${JSON.stringify(all, null, 2)}\n`);
+    }),
+  );
+
+  withConn(
+    program
+      .command('sign <key>')
+      .description('a URL allowing one download (or, with --upload, one upload) of an object without a credential, until it expires; prints it')
+      .requiredOption('--bucket <id>', 'bucket id')
+      .option('--upload', 'a single-use upload (PUT) URL')
+      .option('--version <versionId>', 'a download of that version')
+      .option('--expires-in <seconds>', "validity in seconds (default: the server's)", secondsOption),
+  ).action((key: string, o: ConnOpts & { bucket: string; upload?: boolean; version?: string; expiresIn?: number }) =>
+    simple(async () => {
+      const s = await connect(o).sign(o.bucket, key, {
+        action: o.upload ? 'upload' : 'download',
+        ...(o.version ? { versionId: o.version } : {}),
+        ...(o.expiresIn !== undefined ? { expiresIn: o.expiresIn } : {}),
+      });
+      process.stdout.write(jsonWanted() ? `${JSON.stringify(s, null, 2)}\n` : `${s.url}\n`);
     }),
   );
 

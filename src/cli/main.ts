@@ -1,10 +1,14 @@
 import { Command, CommanderError } from 'commander';
 import { ConfigError, loadConfig } from '../config.js';
 import { AppError } from '../errors.js';
-import { createLogger, createServer, createWorker, openCore, startServer } from '../service.js';
+import { createLogger, createServer, createWorker, openCore, prepareLocations, startServer } from '../service.js';
+import { DatabaseMissingError, describeDatabaseUrl } from '../db/presence.js';
+import { listLocations } from '../domain/locations.js';
 import { adminCommands, type WithCore } from './admin.js';
 import { clientCommands } from './client-commands.js';
 import { output } from './output.js';
+import { loadServerKeys } from '../auth/server-key.js';
+import { isClusterPrimary, onPrimaryGone, runClusterPrimary } from './cluster.js';
 
 function fail(e: unknown): never {
   let msg: string;
@@ -29,6 +33,10 @@ export async function main(argv: string[]): Promise<void> {
     .description('serve the HTTP API (and, unless FILES_REST_WORKER=0, the background worker)')
     .action(async () => {
       const config = loadConfig();
+      if (isClusterPrimary(config)) {
+        process.exitCode = await runClusterPrimary(config, createLogger(config));
+        return;
+      }
       const server = await createServer(config);
       await startServer(server);
       let stopping = false;
@@ -46,6 +54,7 @@ export async function main(argv: string[]): Promise<void> {
       };
       process.on('SIGTERM', () => stop('SIGTERM'));
       process.on('SIGINT', () => stop('SIGINT'));
+      onPrimaryGone(() => stop('the primary process is gone'));
     });
 
   program
@@ -55,7 +64,9 @@ export async function main(argv: string[]): Promise<void> {
     .action(async (o: { concurrency: string }) => {
       const config = loadConfig();
       const core = await openCore(config, createLogger(config, 'files-rest-worker'));
-      const worker = createWorker(core.ctx, { concurrency: Math.max(1, Number(o.concurrency) || 2) });
+      // The worker sweeps storage: it adopts the locations (owner markers) as the server does.
+      await prepareLocations(core.ctx, { autoLocation: false });
+      const worker = createWorker(core, { concurrency: Math.max(1, Number(o.concurrency) || 2) });
       worker.start();
       let stopping = false;
       // Stop claiming; the current tasks finish within FILES_REST_SHUTDOWN_GRACE or are given back.
@@ -82,13 +93,48 @@ export async function main(argv: string[]): Promise<void> {
     const config = loadConfig();
     const log = createLogger(config);
     log.level = 'warn';
-    const core = await openCore(config, log);
+    // Admin commands never create a database: run elsewhere, they would act on a new, empty one.
+    const core = await openCore(config, log, null, { create: false });
     try {
       await fn(core, output(json));
     } finally {
       await core.close();
     }
   };
+  program
+    .command('init')
+    .description('create the database (and, unless FILES_REST_AUTO_LOCATION=0, the default location) without serving')
+    .action(async () => {
+      const config = loadConfig();
+      const log = createLogger(config);
+      log.level = 'warn';
+      let created = false;
+      let core;
+      try {
+        core = await openCore(config, log, null, { create: false });
+      } catch (e) {
+        if (!(e instanceof DatabaseMissingError)) throw e;
+        core = await openCore(config, log, null, { create: true });
+        created = true;
+      }
+      try {
+        await prepareLocations(core.ctx);
+        // A SQLite installation without FILES_REST_SERVER_KEY gets its key file now (S3 access keys).
+        const keys = loadServerKeys(config, log, { create: true });
+        if (keys?.created) process.stderr.write(`files-rest: generated the server key for S3 access keys in ${keys.source} (mode 0600); back it up with the database\n`);
+        const where = describeDatabaseUrl(config.databaseUrl);
+        const ls = await listLocations(core.ctx.db);
+        output(json).print(
+          [
+            created ? `created the files-rest database at ${where}` : `the files-rest database at ${where} already exists`,
+            ...ls.map((l) => `${l.isDefault ? '*' : ' '} ${l.name}\t${l.uri}`),
+          ].join('\n'),
+          { database: where, created, locations: ls.map((l) => ({ name: l.name, uri: l.uri, default: l.isDefault })) },
+        );
+      } finally {
+        await core.close();
+      }
+    });
   adminCommands(program, withCore);
   clientCommands(program);
 

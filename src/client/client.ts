@@ -2,12 +2,12 @@
  * FilesClient: a typed client of the files-rest REST API over fetch. Browser-safe: no Node-only
  * imports here (the Node layer is ./node.ts).
  */
-import { ChecksumMismatchError, FilesError, isAbortError } from './errors.js';
+import { ChecksumMismatchError, ConnectionError, FilesError, isAbortError } from './errors.js';
 import { expectedMd5, hexToBase64, wasmMd5, type Md5Factory } from './md5.js';
 import { readChunks, sleep } from './streams.js';
 import type {
-  Bucket, CallOptions, DownloadOptions, DownloadResult, GetOptions, ListOptions, ListPage, MultipartUpload,
-  MultipartUploadWithParts, ObjectVersion, Part, UploadOptions, UploadResult,
+  Bucket, BucketPage, CallOptions, DownloadOptions, DownloadResult, GetOptions, ListOptions, ListPage, MultipartUpload,
+  MultipartUploadWithParts, ObjectVersion, Part, SignedUrl, SignOptions, UploadOptions, UploadResult,
 } from './types.js';
 import { runUpload, type UploadSource } from './upload.js';
 
@@ -155,7 +155,8 @@ export class FilesClient {
         res = await this.fetchImpl(url, init);
         break;
       } catch (e) {
-        if (!idempotent || attempt >= 2 || opts.signal?.aborted || isAbortError(e)) throw e;
+        if (opts.signal?.aborted || isAbortError(e)) throw e;
+        if (!idempotent || attempt >= 2) throw new ConnectionError(method, url, e);
         await sleep(100 * (attempt + 1), opts.signal);
       }
     }
@@ -174,6 +175,27 @@ export class FilesClient {
   /** Creates a bucket in the default location. */
   createBucket(opts: CallOptions = {}): Promise<Bucket> {
     return this.json<Bucket>('POST', this.filesUrl, opts);
+  }
+
+  /** One page of the buckets the credential may read (`GET /files`), in id order. */
+  async listBuckets(opts: CallOptions & { limit?: number; after?: string } = {}): Promise<BucketPage> {
+    const q = new URLSearchParams();
+    if (opts.limit !== undefined) q.set('limit', String(opts.limit));
+    if (opts.after) q.set('after', opts.after);
+    const qs = q.toString();
+    const body = await this.json<{ contents: Bucket[]; links: { next?: string } }>('GET', `${this.filesUrl}${qs ? `?${qs}` : ''}`, opts);
+    return { contents: body.contents, next: body.links.next ? new URL(body.links.next).searchParams.get('after') : null };
+  }
+
+  /**
+   * A signed URL allowing one download of the object (or of one version), or with
+   * `action: 'upload'` one PUT, until it expires; the caller's token must hold that action.
+   */
+  sign(bucketId: string, key: string, opts: SignOptions = {}): Promise<SignedUrl> {
+    const q = new URLSearchParams({ action: opts.action ?? 'download' });
+    if (opts.versionId) q.set('versionId', opts.versionId);
+    if (opts.expiresIn !== undefined) q.set('expiresIn', String(opts.expiresIn));
+    return this.json<SignedUrl>('POST', this.objectUrl(bucketId, key, `?sign&${q}`), opts.signal ? { signal: opts.signal } : {});
   }
 
   /** True when the bucket exists (HEAD: 200), false on 404. */

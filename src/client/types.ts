@@ -6,9 +6,42 @@ export interface Bucket {
   quota_size: number | null;
   max_file_size: number | null;
   locked: boolean;
+  /** Anyone may download its objects without a credential (servers before 0005_public_buckets omit it). */
+  public_read?: boolean;
   created: string;
   updated: string;
   links: { self: string; versions: string; uploads: string; next?: string };
+}
+
+/** A page of `GET /files`: the buckets the credential may read. */
+export interface BucketPage {
+  contents: Bucket[];
+  /** The `after` cursor of the next page, or null on the last. */
+  next: string | null;
+}
+
+/** What `POST …?sign` answers: a URL allowing one download or one upload, without a credential. */
+export interface SignedUrl {
+  url: string;
+  method: 'GET' | 'PUT';
+  action: 'download' | 'upload';
+  bucket: string;
+  key: string;
+  version_id: string | null;
+  /** ISO 8601. */
+  expires: string;
+  /** An upload URL works for one PUT. */
+  single_use: boolean;
+}
+
+export interface SignOptions {
+  /** download (default) or upload. */
+  action?: 'download' | 'upload';
+  /** A download of this version instead of the head. */
+  versionId?: string;
+  /** Seconds the URL is valid (the server's default when omitted; at most its maximum). */
+  expiresIn?: number;
+  signal?: AbortSignal;
 }
 
 /** An object version (also a delete marker, which has no size and no checksum). */
@@ -119,6 +152,12 @@ export interface UploadOptions extends CallOptions {
   size?: number;
   /** Content-Type of a single PUT. */
   contentType?: string;
+  /**
+   * A gentler stop than `signal`: once it aborts, no new part starts, the parts in flight finish,
+   * and the upload rejects with UploadStoppedError (saying how many parts the server holds) unless
+   * the last parts were already on their way. A later upload() resumes. A single PUT in flight finishes.
+   */
+  stopSignal?: AbortSignal;
   onProgress?: (p: UploadProgress) => void;
   onEvent?: (e: UploadEvent) => void;
 }

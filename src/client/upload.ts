@@ -4,7 +4,7 @@
  * restart from scratch of one it dropped, progress, and an MD5 check against the server's checksum.
  * Browser-safe.
  */
-import { ChecksumMismatchError, FilesError, UploadRestartError, isAbortError, isRetryable } from './errors.js';
+import { ChecksumMismatchError, ConnectionError, FilesError, UploadRestartError, UploadStoppedError, isAbortError, isRetryable } from './errors.js';
 import type { Md5Factory } from './md5.js';
 import { anySignal, deferred, readChunks, sleep, type Deferred } from './streams.js';
 import type { MultipartUpload, ObjectVersion, Part, UploadEvent, UploadOptions, UploadResult } from './types.js';
@@ -250,6 +250,7 @@ function concat(chunks: Uint8Array[], n: number): Uint8Array {
 
 function describe(e: unknown): string {
   if (e instanceof FilesError) return `${e.status} ${e.message}`;
+  if (e instanceof ConnectionError) return e.message;
   const err = e as Error & { cause?: { code?: string; message?: string } };
   const cause = err?.cause ? ` (${err.cause.code ?? err.cause.message ?? String(err.cause)})` : '';
   return `${err?.message ?? String(e)}${cause}`;
@@ -346,6 +347,7 @@ async function upload(
       return await multipart(client, bucketId, key, provider, size, partSize, resume, opts, signal, stats);
     } catch (e) {
       if (!(e instanceof UploadGone)) throw e;
+      if (opts.stopSignal?.aborted) throw new UploadStoppedError(key, null, 0, parts);
       if (!provider.restartable) throw new UploadRestartError(`${e.message}; a stream cannot be read again, so the upload cannot restart: upload ${key} again`, { cause: e });
       if (attempt >= maxRestarts) throw new UploadRestartError(`${e.message}; gave up after ${attempt} restart(s)`, { cause: e });
       stats.restarts++;
@@ -403,6 +405,7 @@ async function singlePut(
     hasher.update(chunk);
   }
   const md5 = hasher.digest();
+  if (opts.stopSignal?.aborted) throw new UploadStoppedError(key, null, 0, 1);
   const body = src.slice(0, size);
   let object: ObjectVersion;
   for (let attempt = 0; ; attempt++) {
@@ -500,8 +503,12 @@ async function multipart(
       });
     }
   }
+  const stop = opts.stopSignal;
+  if (stop?.aborted) throw new UploadStoppedError(key, upload?.id ?? null, onServer.size, count);
   upload ??= await client.initiateMultipart(bucketId, key, size, partSize, { signal: outerSignal });
   const uploadId = upload.id;
+  // Parts the server holds: those it had and those sent here.
+  const held = new Set(onServer.keys());
 
   // Progress: bytes of finished parts plus bytes handed to connections of parts in flight.
   let confirmed = 0;
@@ -537,7 +544,7 @@ async function multipart(
 
   const onFailure = async (e: unknown, n: number, attempt: number, signal: AbortSignal) => {
     if (signal.aborted) throw signal.reason ?? e;
-    if (isAbortError(e)) throw e;
+    if (isAbortError(e) || stop?.aborted) throw e;
     if (e instanceof FilesError && (e.status === 404 || e.status === 410)) throw gone(`part ${n}: ${e.status} ${e.message}`);
     if (!isRetryable(e)) throw e;
     // Wait first: a server that aborts the upload on a failed part does so once it saw the failure.
@@ -586,25 +593,27 @@ async function multipart(
       await onFailure(new ChecksumMismatchError(`part ${n} arrived as ${part.checksum}, sent md5:${local}`, part.checksum, `md5:${local}`), n, attempt, signal);
     }
     stats.partsSent++;
+    held.add(n);
     confirmed += len;
     partsDone++;
     provider.release(n);
     report();
   };
 
-  // A pool of `parallel` workers taking part numbers in order; the first failure stops the others.
+  // A pool of `parallel` workers taking part numbers in order; the first failure stops the others,
+  // the stop signal only keeps new parts from starting.
   const parallel = Math.max(1, Math.floor(opts.parallel ?? DEFAULT_PARALLEL));
   const pool = anySignal([outerSignal]);
   let failure: { e: unknown } | null = null;
   let next = 0;
   const worker = async () => {
-    while (next < count && !pool.signal.aborted) {
+    while (next < count && !pool.signal.aborted && !stop?.aborted) {
       const n = next++;
       try {
         await sendPart(n, pool.signal);
       } catch (e) {
         if (!failure) failure = { e };
-        pool.abort(e);
+        if (!stop?.aborted) pool.abort(e);
         return;
       }
     }
@@ -614,8 +623,9 @@ async function multipart(
   } finally {
     pool.dispose();
   }
-  if (failure) throw (failure as { e: unknown }).e;
   if (outerSignal.aborted) throw outerSignal.reason;
+  if (stop?.aborted && partsDone < count) throw new UploadStoppedError(key, uploadId, held.size, count);
+  if (failure) throw (failure as { e: unknown }).e;
 
   const md5 = await provider.whole();
   let done: MultipartUpload;

@@ -1,4 +1,4 @@
-import { mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync } from 'node:fs';
 import { open, type FileHandle } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
 import {
@@ -12,6 +12,10 @@ import {
   type Driver,
 } from 'kysely';
 import type { Database, Db, Dialect, Executor, Tx } from './schema.js';
+import { DatabaseMissingError } from './presence.js';
+import { openNodeSqlite, type SqliteStatement } from './node-sqlite.js';
+
+type SqliteDialectDatabase = NonNullable<ConstructorParameters<typeof SqliteDialect>[0]['database']>;
 
 /**
  * SQLite's default `BEGIN` is deferred: a transaction that reads and then writes can fail with
@@ -154,6 +158,10 @@ export interface DatabaseOptions {
   connectTimeout?: number;
   /** SQLite: bytes of the database file read through a memory map (0: none). */
   sqliteMmapSize?: number;
+  /** SQLite: the driver, better-sqlite3 (default) or Node's built-in node:sqlite. */
+  sqliteDriver?: 'better-sqlite3' | 'node';
+  /** SQLite: fail (DatabaseMissingError) instead of creating the file when it does not exist. */
+  mustExist?: boolean;
 }
 
 /** What a PostgreSQL pool is doing, for /metrics. */
@@ -179,10 +187,11 @@ const QUERY_TIMEOUT_MARGIN_MS = 5_000;
 
 export async function openDatabase(url: string, opts: DatabaseOptions = {}): Promise<DatabaseHandle> {
   if (url.startsWith('sqlite:')) {
-    const { default: SQLite } = await import('better-sqlite3');
     const file = url.slice('sqlite:'.length);
-    if (file !== ':memory:') mkdirSync(dirname(resolve(file)), { recursive: true });
-    const sqlite = new SQLite(file);
+    const inMemory = file === ':memory:' || file === '';
+    if (opts.mustExist && !inMemory && !existsSync(file)) throw new DatabaseMissingError(url, `no database file at ${resolve(file)}`);
+    if (!inMemory) mkdirSync(dirname(resolve(file)), { recursive: true });
+    const sqlite = opts.sqliteDriver === 'node' ? openNodeSqlite(file) : new (await import('better-sqlite3')).default(file);
     sqlite.pragma('journal_mode = WAL');
     // NORMAL, and WalDurability flushes the WAL off the main thread before any commit is acknowledged:
     // an acknowledged upload survives a power cut, as with FULL, without freezing the event loop.
@@ -197,7 +206,7 @@ export async function openDatabase(url: string, opts: DatabaseOptions = {}): Pro
     // Kysely's driver prepares every statement anew; preparing is a large share of the cost of a small
     // query (14% of a busy server's CPU in the 4 KiB PUT benchmark). Prepared statements are reusable,
     // and the set of distinct SQL texts is small (parameters are bound, not inlined).
-    const statements = new Map<string, ReturnType<typeof sqlite.prepare>>();
+    const statements = new Map<string, SqliteStatement>();
     const cached = {
       prepare(text: string) {
         let st = statements.get(text);
@@ -213,9 +222,8 @@ export async function openDatabase(url: string, opts: DatabaseOptions = {}): Pro
         sqlite.close();
       },
     };
-    const inMemory = file === ':memory:' || file === '';
     const durability = new WalDurability({ get inTransaction() { return sqlite.inTransaction; }, prepare: (t) => cached.prepare(t) }, inMemory ? null : `${resolve(file)}-wal`);
-    const db = new Kysely<Database>({ dialect: new ImmediateSqliteDialect({ database: cached as unknown as typeof sqlite }, durability) });
+    const db = new Kysely<Database>({ dialect: new ImmediateSqliteDialect({ database: cached as unknown as SqliteDialectDatabase }, durability) });
     groupCommits.set(db, new GroupCommit(db, durability));
     durabilities.set(db, durability);
     return {

@@ -1,5 +1,8 @@
 import { Migrator, sql, type Kysely, type Migration, type MigrationProvider } from 'kysely';
 import type { Dialect } from './schema.js';
+import { isConnectionError } from './database.js';
+import { newId } from '../util/ids.js';
+import { nowMicros } from '../util/time.js';
 
 /**
  * Schema migrations. Each is written once for both databases: the few type names that differ are
@@ -149,6 +152,143 @@ const migrations: Record<string, (dialect: Dialect) => Migration> = {
         .execute();
     },
   }),
+  // The database's stable id. A location's storage holds a marker naming it (domain/location-owner.ts),
+  // so two databases never treat each other's files as their own.
+  '0002_database_identity': () => ({
+    async up(db: AnyDb) {
+      await db.schema
+        .createTable('database_identity')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('created', 'bigint', (c) => c.notNull())
+        .execute();
+      await db.insertInto('database_identity').values({ id: newId(), created: nowMicros() }).execute();
+    },
+  }),
+  // A write of a multipart part in progress (domain/part-claims.ts): re-sends of one part are
+  // serialised across every API process sharing the database.
+  '0003_part_writes': () => ({
+    async up(db: AnyDb) {
+      await db.schema
+        .createTable('part_writes')
+        .addColumn('upload_id', 'text', (c) => c.notNull())
+        .addColumn('part_number', 'integer', (c) => c.notNull())
+        .addColumn('writer', 'text', (c) => c.notNull())
+        .addColumn('heartbeat', 'bigint', (c) => c.notNull())
+        .addPrimaryKeyConstraint('part_writes_pk', ['upload_id', 'part_number'])
+        .execute();
+    },
+  }),
+  // The S3 door (src/s3): bucket names, stored object metadata, access key pairs.
+  '0004_s3_door': () => ({
+    async up(db: AnyDb) {
+      await db.schema.alterTable('buckets').addColumn('name', 'text').execute();
+      await sql`create unique index buckets_name on buckets (name)`.execute(db);
+      await db.schema.alterTable('object_versions').addColumn('metadata', 'text').execute();
+      await db.schema
+        .createTable('access_keys')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('access_key_id', 'text', (c) => c.notNull().unique())
+        .addColumn('secret_encrypted', 'text', (c) => c.notNull())
+        .addColumn('bucket_id', 'text')
+        .addColumn('actions', 'text', (c) => c.notNull())
+        .addColumn('expires', 'bigint')
+        .addColumn('revoked', 'integer', (c) => c.notNull().defaultTo(0))
+        .addColumn('created', 'bigint', (c) => c.notNull())
+        .execute();
+    },
+  }),
+  // Browser door (issue 16): publicly readable buckets; the used nonces of single-use signed upload URLs.
+  '0005_public_buckets': () => ({
+    async up(db: AnyDb) {
+      await db.schema.alterTable('buckets').addColumn('public_read', 'integer', (c) => c.notNull().defaultTo(0)).execute();
+      await db.schema
+        .createTable('signed_url_uses')
+        .addColumn('nonce', 'text', (c) => c.primaryKey())
+        .addColumn('expires', 'bigint', (c) => c.notNull())
+        .execute();
+      await sql`create index signed_url_uses_expires on signed_url_uses (expires)`.execute(db);
+    },
+  }),
+  // tus resumable uploads (src/domain/resumable.ts): one row per upload in progress; its bytes go
+  // into its own file instance (a `files` row, readable 0), written in place.
+  '0006_resumable_uploads': () => ({
+    async up(db: AnyDb) {
+      await db.schema
+        .createTable('resumable_uploads')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('bucket_id', 'text', (c) => c.notNull())
+        .addColumn('key', 'text', (c) => c.notNull())
+        .addColumn('file_id', 'text', (c) => c.notNull())
+        .addColumn('length', 'bigint')
+        .addColumn('upload_offset', 'bigint', (c) => c.notNull())
+        .addColumn('reserved', 'bigint', (c) => c.notNull())
+        .addColumn('mimetype', 'text')
+        .addColumn('metadata', 'text')
+        .addColumn('writer', 'text')
+        .addColumn('heartbeat', 'bigint')
+        .addColumn('expires', 'bigint', (c) => c.notNull())
+        .addColumn('created', 'bigint', (c) => c.notNull())
+        .addColumn('updated', 'bigint', (c) => c.notNull())
+        .execute();
+      await db.schema.createIndex('resumable_uploads_expires').on('resumable_uploads').column('expires').execute();
+      await db.schema.createIndex('resumable_uploads_bucket').on('resumable_uploads').column('bucket_id').execute();
+    },
+  }),
+  /** S3 multipart uploads: the door that started an upload, what it stores with the object, and each part's size (S3 parts are not all of one declared size). */
+  '0007_s3_multipart': () => ({
+    async up(db: AnyDb) {
+      await db.schema.alterTable('multipart_uploads').addColumn('door', 'text', (c) => c.notNull().defaultTo('rest')).execute();
+      await db.schema.alterTable('multipart_uploads').addColumn('metadata', 'text').execute();
+      await db.schema.alterTable('parts').addColumn('size', 'bigint').execute();
+    },
+  }),
+  /**
+   * Replicas (issue 18): a bucket's replication policy, the further copies of file instances (the
+   * file's own location and URI stay its first copy), and the fixity history of every copy.
+   */
+  '0008_replicas': (dialect) => ({
+    async up(db: AnyDb) {
+      const t = types(dialect);
+      await db.schema.alterTable('buckets').addColumn('copies', 'integer').execute();
+      await db.schema
+        .createTable('file_copies')
+        .addColumn('file_id', 'text', (c) => c.notNull())
+        .addColumn('location_id', 'text', (c) => c.notNull().references('locations.id'))
+        .addColumn('uri', 'text', (c) => c.notNull())
+        .addColumn('last_check_at', 'bigint')
+        .addColumn('last_check', 'integer')
+        .addColumn('created', 'bigint', (c) => c.notNull())
+        .addColumn('updated', 'bigint', (c) => c.notNull())
+        .addPrimaryKeyConstraint('file_copies_pk', ['file_id', 'location_id'])
+        .execute();
+      await sql`create index file_copies_location on file_copies (location_id)`.execute(db);
+      await sql`create index file_copies_uri on file_copies (uri)`.execute(db);
+      await db.schema
+        .createTable('fixity_events')
+        .addColumn('id', t.serial, (c) => (dialect === 'sqlite' ? c.primaryKey().autoIncrement() : c.primaryKey()))
+        .addColumn('file_id', 'text', (c) => c.notNull())
+        .addColumn('location_id', 'text', (c) => c.notNull())
+        .addColumn('at', 'bigint', (c) => c.notNull())
+        .addColumn('kind', 'text', (c) => c.notNull())
+        .addColumn('ok', 'integer', (c) => c.notNull())
+        .addColumn('checksum_found', 'text')
+        .addColumn('detail', 'text')
+        .execute();
+      await sql`create index fixity_events_file on fixity_events (file_id, at)`.execute(db);
+      await sql`create index fixity_events_at on fixity_events (at)`.execute(db);
+      await db.schema
+        .createTable('fixity_summary')
+        .addColumn('file_id', 'text', (c) => c.notNull())
+        .addColumn('location_id', 'text', (c) => c.notNull())
+        .addColumn('kind', 'text', (c) => c.notNull())
+        .addColumn('count', 'bigint', (c) => c.notNull())
+        .addColumn('failed', 'bigint', (c) => c.notNull())
+        .addColumn('first_at', 'bigint', (c) => c.notNull())
+        .addColumn('last_at', 'bigint', (c) => c.notNull())
+        .addPrimaryKeyConstraint('fixity_summary_pk', ['file_id', 'location_id', 'kind'])
+        .execute();
+    },
+  }),
 };
 
 class StaticProvider implements MigrationProvider {
@@ -165,7 +305,11 @@ export async function migrateToLatest(db: AnyDb, dialect: Dialect): Promise<void
   const { error, results } = await migrator.migrateToLatest();
   const failed = results?.find((r) => r.status === 'Error');
   if (error || failed) {
-    throw new Error(`database migration ${failed?.migrationName ?? ''} failed: ${String((error as Error)?.message ?? error)}`);
+    const cause = error ?? new Error('unknown error');
+    // Not the migration's fault: the caller names DATABASE_URL and the address.
+    if (isConnectionError(cause)) throw cause;
+    const name = failed?.migrationName ? ` ${failed.migrationName}` : '';
+    throw new Error(`database migration${name} failed: ${String((cause as Error)?.message ?? cause)}`, { cause });
   }
 }
 

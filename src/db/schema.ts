@@ -24,6 +24,12 @@ export interface BucketTable {
   reserved_size: number;
   quota_size: number | null;
   max_file_size: number | null;
+  /** The bucket's S3 name (unique among buckets), or null. */
+  name?: string | null;
+  /** 1: anyone may download the bucket's objects without a credential (0005_public_buckets). */
+  public_read: Generated<number>;
+  /** Copies of each file the bucket requires (replication policy); null: FILES_REST_DEFAULT_COPIES (0008_replicas). */
+  copies?: number | null;
   locked: number;
   deleted: number;
   created: number;
@@ -55,6 +61,8 @@ export interface ObjectVersionTable {
   is_head: number;
   /** JSON object of string → string */
   tags: string;
+  /** JSON object of string → string: headers a door stored as given (S3: Content-Type, x-amz-meta-*, checksums); null: none. */
+  metadata?: string | null;
   created: number;
   updated: number;
 }
@@ -109,6 +117,33 @@ export interface MultipartUploadTable {
   /** MD5 state: bytes hashed in order so far */
   hashed_bytes: number;
   error: string | null;
+  /** The door that started it: `rest` (declared size and part size) or `s3` (sizes learnt as parts arrive). */
+  door: Generated<string>;
+  /** JSON the S3 door stores with the object at completion (headers, the multipart ETag); null for REST uploads. */
+  metadata: string | null;
+  created: number;
+  updated: number;
+}
+
+/** A tus upload in progress (src/domain/resumable.ts). */
+export interface ResumableUploadTable {
+  id: string;
+  bucket_id: string;
+  key: string;
+  file_id: string;
+  /** Upload-Length; null while deferred. */
+  length: number | null;
+  /** Bytes received and durable (fsynced before this was written). */
+  upload_offset: number;
+  /** Bytes held in the bucket's reserved_size for this upload (its length once known). */
+  reserved: number;
+  mimetype: string | null;
+  /** The Upload-Metadata header as received, echoed by HEAD. */
+  metadata: string | null;
+  /** Who is writing bytes now (host:pid:random), and when it last said so. */
+  writer: string | null;
+  heartbeat: number | null;
+  expires: number;
   created: number;
   updated: number;
 }
@@ -119,11 +154,83 @@ export interface PartTable {
   checksum: string;
   /** The backend's tag for the stored part (S3 ETag). */
   storage_etag: string | null;
+  /** The part's size in bytes (S3 door uploads; null for REST parts, whose size the layout gives). */
+  size: number | null;
   created: number;
   updated: number;
 }
 
+/** An S3 access key pair: the secret encrypted with the server key (src/auth/server-key.ts). */
+export interface AccessKeyTable {
+  id: string;
+  access_key_id: string;
+  /** AES-256-GCM: base64 of iv(12) ‖ tag(16) ‖ ciphertext. */
+  secret_encrypted: string;
+  bucket_id: string | null;
+  /** comma-separated action names */
+  actions: string;
+  expires: number | null;
+  revoked: number;
+  created: number;
+}
+
+/** One row, written by migration 0002: the database's own id (location owner markers name it). */
+export interface DatabaseIdentityTable {
+  id: string;
+  created: number;
+}
+
+/** A write of a part in progress: who writes it, and when it last said it is alive. */
+export interface PartWriteTable {
+  upload_id: string;
+  part_number: number;
+  writer: string;
+  heartbeat: number;
+}
+
+/**
+ * A further copy of a file instance, in another location (0008_replicas). The file instance's own
+ * location and URI are its first copy; these rows are the others, at most one per location.
+ */
+export interface FileCopyTable {
+  file_id: string;
+  location_id: string;
+  uri: string;
+  last_check_at: number | null;
+  /** 1: matched at the last check; 0: missing, truncated or corrupted; null: never checked since made. */
+  last_check: number | null;
+  created: number;
+  updated: number;
+}
+
+/** One check, failure, repair or replication of one copy of a file (its fixity history). */
+export interface FixityEventTable {
+  id: Generated<number>;
+  file_id: string;
+  location_id: string;
+  at: number;
+  /** check | failure | repair | replicate */
+  kind: string;
+  ok: number;
+  /** What was found (`md5:<hex>`), when the bytes could be read. */
+  checksum_found: string | null;
+  detail: string | null;
+}
+
+/** Events older than FILES_REST_FIXITY_HISTORY_DAYS, summarised per file, copy location and kind. */
+export interface FixitySummaryTable {
+  file_id: string;
+  location_id: string;
+  kind: string;
+  /** Events summarised: how many, how many were not ok, the first and the last. */
+  count: number;
+  failed: number;
+  first_at: number;
+  last_at: number;
+}
+
 export interface Database {
+  database_identity: DatabaseIdentityTable;
   locations: LocationTable;
   buckets: BucketTable;
   files: FileInstanceTable;
@@ -133,6 +240,20 @@ export interface Database {
   tokens: TokenTable;
   multipart_uploads: MultipartUploadTable;
   parts: PartTable;
+  part_writes: PartWriteTable;
+  resumable_uploads: ResumableUploadTable;
+  access_keys: AccessKeyTable;
+  signed_url_uses: SignedUrlUseTable;
+  file_copies: FileCopyTable;
+  fixity_events: FixityEventTable;
+  fixity_summary: FixitySummaryTable;
+}
+
+/** A single-use signed upload URL that has been used (its nonce), kept until the URL expires. */
+export interface SignedUrlUseTable {
+  nonce: string;
+  /** When the URL expires, microseconds since the epoch: the row may go then. */
+  expires: number;
 }
 
 export type Dialect = 'sqlite' | 'postgres';

@@ -1,15 +1,16 @@
 import { AppError } from '../errors.js';
 import { transaction } from '../db/database.js';
 import { prepared } from '../db/prepared.js';
-import type { Executor, Tx } from '../db/schema.js';
+import type { Db, Executor, Tx } from '../db/schema.js';
 import { newId } from '../util/ids.js';
 import { nowMicros } from '../util/time.js';
 import type { DomainContext } from './context.js';
 import { getDefaultLocation, getLocationByName } from './locations.js';
 import type { Bucket } from './models.js';
 import { toBucket } from './rows.js';
+import { EMPTY_ACCOUNT, lockBucketForWrite } from './ledger.js';
 
-export async function createBucket(ctx: DomainContext, opts: { locationName?: string } = {}): Promise<Bucket> {
+export async function createBucket(ctx: DomainContext, opts: { locationName?: string; name?: string } = {}): Promise<Bucket> {
   const loc = opts.locationName ? await getLocationByName(ctx.db, opts.locationName) : await getDefaultLocation(ctx.db);
   if (!loc) throw new AppError('NO_DEFAULT_LOCATION');
   const now = nowMicros();
@@ -17,14 +18,16 @@ export async function createBucket(ctx: DomainContext, opts: { locationName?: st
     id: newId(),
     default_location: loc.id,
     default_storage_class: 'S',
-    size: 0,
-    reserved_size: 0,
+    ...EMPTY_ACCOUNT,
     quota_size: ctx.config.defaultQuotaSize,
     max_file_size: ctx.config.defaultMaxFileSize,
     locked: 0,
     deleted: 0,
     created: now,
     updated: now,
+    name: opts.name ?? null,
+    public_read: 0,
+    copies: null,
   };
   await ctx.db.insertInto('buckets').values(row).execute();
   return toBucket(row);
@@ -51,23 +54,14 @@ export async function getBucketForAdmin(db: Executor, id: string): Promise<Bucke
   return b;
 }
 
-/**
- * Takes the bucket's row lock for the rest of the transaction and checks it may be modified.
- * Every change to a bucket's objects starts here, so writers to one bucket are serialised by the
- * database (on PostgreSQL and SQLite alike) and always see the latest head and size.
- */
-const lockBucketQuery = prepared((db: Executor, now: number, bucketId: string) =>
-  db.updateTable('buckets').set({ updated: now }).where('id', '=', bucketId).returningAll(),
-);
+/** Every write of a bucket's objects begins with the ledger's row lock. */
+export { lockBucketForWrite } from './ledger.js';
 
-export async function lockBucketForWrite(tx: Tx, bucketId: string): Promise<Bucket> {
-  const r = await lockBucketQuery.first(tx, nowMicros(), bucketId);
-  if (!r || r.deleted === 1) throw new AppError('BUCKET_NOT_FOUND');
-  if (r.locked === 1) throw new AppError('BUCKET_LOCKED');
-  return toBucket(r);
-}
-
-async function updateBucket(ctx: DomainContext, id: string, set: Partial<{ locked: number; deleted: number; quota_size: number | null; max_file_size: number | null; default_location: string }>): Promise<Bucket> {
+async function updateBucket(
+  ctx: DomainContext,
+  id: string,
+  set: Partial<{ locked: number; deleted: number; quota_size: number | null; max_file_size: number | null; default_location: string; name: string | null; public_read: number }>,
+): Promise<Bucket> {
   return transaction(ctx.db, async (tx) => {
     const r = await tx
       .updateTable('buckets')
@@ -80,12 +74,57 @@ async function updateBucket(ctx: DomainContext, id: string, set: Partial<{ locke
   });
 }
 
+/** Makes a bucket's objects downloadable without a credential, or not (the permission policy reads the flag). */
+export function setBucketPublicRead(ctx: DomainContext, id: string, publicRead: boolean): Promise<Bucket> {
+  return updateBucket(ctx, id, { public_read: publicRead ? 1 : 0 });
+}
+
+/**
+ * A page of live buckets in id order, after the `after` id; `only` restricts it to one bucket (a
+ * credential scoped to it). One more than `limit` is read, to know whether there is a next page.
+ */
+export async function listBuckets(db: Db, opts: { limit: number; after: string | null; only: string | null }): Promise<{ items: Bucket[]; next: string | null }> {
+  let q = db.selectFrom('buckets').selectAll().where('deleted', '=', 0);
+  if (opts.only !== null) q = q.where('id', '=', opts.only);
+  if (opts.after !== null) q = q.where('id', '>', opts.after);
+  const rows = await q.orderBy('id').limit(opts.limit + 1).execute();
+  const items = rows.slice(0, opts.limit).map(toBucket);
+  return { items, next: rows.length > opts.limit ? items[items.length - 1]!.id : null };
+}
+
 export function setBucketLocked(ctx: DomainContext, id: string, locked: boolean): Promise<Bucket> {
   return updateBucket(ctx, id, { locked: locked ? 1 : 0 });
 }
 
+/** Deleting a bucket frees its S3 name (undeleting does not give it back). */
 export function setBucketDeleted(ctx: DomainContext, id: string, deleted: boolean): Promise<Bucket> {
-  return updateBucket(ctx, id, { deleted: deleted ? 1 : 0 });
+  return updateBucket(ctx, id, deleted ? { deleted: 1, name: null } : { deleted: 0 });
+}
+
+/** The live bucket an S3 name (or the bucket's id) addresses, or null. */
+const liveBucketByNameQuery = prepared((db: Executor, name: string) => db.selectFrom('buckets').selectAll().where('name', '=', name).where('deleted', '=', 0));
+
+export async function findLiveBucketByName(db: Executor, name: string): Promise<Bucket | null> {
+  const r = await liveBucketByNameQuery.first(db, name);
+  return r ? toBucket(r) : null;
+}
+
+/**
+ * Names a bucket for the S3 door (null removes the name). The caller validates the name's form;
+ * a name another bucket holds is BUCKET_NAME_TAKEN.
+ */
+export async function setBucketName(ctx: DomainContext, id: string, name: string | null): Promise<Bucket> {
+  if (name !== null) {
+    const other = await ctx.db.selectFrom('buckets').select('id').where('name', '=', name).executeTakeFirst();
+    if (other && other.id !== id) throw new AppError('BUCKET_NAME_TAKEN', { name });
+  }
+  try {
+    return await updateBucket(ctx, id, { name });
+  } catch (e) {
+    if (e instanceof AppError) throw e;
+    // The unique index: another bucket took the name at the same moment.
+    throw new AppError('BUCKET_NAME_TAKEN', { name: name ?? '' }, { cause: e });
+  }
 }
 
 export async function setBucketProperties(
@@ -98,4 +137,26 @@ export async function setBucketProperties(
   if (props.maxFileSize !== undefined) set.max_file_size = props.maxFileSize;
   if (props.locationName !== undefined) set.default_location = (await getLocationByName(ctx.db, props.locationName)).id;
   return updateBucket(ctx, id, set);
+}
+
+/**
+ * Deletes a bucket that holds nothing: no version at all (delete markers count) and no multipart
+ * upload in progress, checked under the bucket's row lock; BUCKET_NOT_EMPTY otherwise. The bucket
+ * is deleted logically, as `setBucketDeleted`, and its name is freed.
+ */
+export async function deleteEmptyBucket(ctx: DomainContext, id: string): Promise<void> {
+  await transaction(ctx.db, async (tx) => {
+    const bucket = await lockBucketForWrite(tx, id);
+    const version = await tx.selectFrom('object_versions').select('seq').where('bucket_id', '=', bucket.id).limit(1).executeTakeFirst();
+    const upload = await tx
+      .selectFrom('multipart_uploads')
+      .select('id')
+      .where('bucket_id', '=', bucket.id)
+      .where('state', 'in', ['in_progress', 'completing'])
+      .limit(1)
+      .executeTakeFirst();
+    const resumable = await tx.selectFrom('resumable_uploads').select('id').where('bucket_id', '=', bucket.id).limit(1).executeTakeFirst();
+    if (version || upload || resumable) throw new AppError('BUCKET_NOT_EMPTY');
+    await tx.updateTable('buckets').set({ deleted: 1, name: null, updated: nowMicros() }).where('id', '=', bucket.id).execute();
+  });
 }

@@ -4,7 +4,7 @@ import type { Db, Dialect } from '../db/schema.js';
 import type { StorageRegistry } from '../storage/registry.js';
 import type { Signals } from './signals.js';
 import type { Outbox } from './outbox.js';
-import type { TaskQueue } from '../tasks/queue.js';
+import type { JobQueue } from './jobs.js';
 import type { UploadHasher } from './upload-hasher.js';
 
 /** Everything domain functions need, passed in explicitly. */
@@ -16,7 +16,8 @@ export interface DomainContext {
   readonly signals: Signals;
   /** Handlers run inside the transaction of each upload and delete (webhook deliveries); absent: none. */
   readonly outbox?: Outbox;
-  readonly queue: TaskQueue;
+  /** Background jobs, written in the caller's transaction. */
+  readonly queue: JobQueue;
   readonly log: Logger;
   /** Hashes multipart uploads in order as their parts arrive (absent: completion reads the file). */
   readonly hasher?: UploadHasher;

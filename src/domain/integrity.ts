@@ -3,32 +3,40 @@ import { sql } from 'kysely';
 import { isStorageError } from '../storage/backend.js';
 import { nowMicros, DAY_MICROS } from '../util/time.js';
 import type { DomainContext } from './context.js';
+import { copiesOf, recordCopyResult } from './replicas.js';
 
-export interface CheckResult {
-  fileId: string;
-  uri: string | null;
-  /** true: matches; false: corrupted, truncated or missing; null: could not be checked now. */
+export interface CopyCheck {
+  location: string;
+  uri: string;
+  /** true: matches; false: corrupted, truncated or missing; null: could not be read now. */
   ok: boolean | null;
   reason?: string;
 }
 
-/**
- * Re-reads one file instance and compares its MD5 and size with what was stored at upload. Records
- * `last_check` (true/false) and `last_check_at`; when the storage cannot be reached the old result
- * stays and the check reports null. A failure is logged at error level.
- */
-export async function verifyFile(ctx: DomainContext, fileId: string, signal?: AbortSignal): Promise<CheckResult> {
-  const file = await ctx.db.selectFrom('files').selectAll().where('id', '=', fileId).executeTakeFirst();
-  if (!file) return { fileId, uri: null, ok: null, reason: 'the file instance no longer exists' };
-  if (file.readable !== 1 || !file.uri || !file.checksum) return { fileId, uri: file.uri, ok: null, reason: 'not readable' };
-  const backend = ctx.storage.forUri(file.uri);
+export interface CheckResult {
+  fileId: string;
+  /** The first copy's URI. */
+  uri: string | null;
+  /** true: every copy matches; false: a copy is corrupted, truncated or missing; null: could not be checked now. */
+  ok: boolean | null;
+  reason?: string;
+  /** Each copy's result, the first copy first. */
+  copies?: CopyCheck[];
+}
+
+/** Reads one copy and compares its MD5 and size with what was stored at upload. */
+async function checkCopy(
+  ctx: DomainContext,
+  file: { size: number; checksum: string },
+  uri: string,
+  signal?: AbortSignal,
+): Promise<{ ok: boolean | null; reason?: string; found?: string }> {
+  const backend = ctx.storage.forUri(uri);
   const [algo, expected] = file.checksum.split(':');
-  let ok: boolean;
-  let reason: string | undefined;
   try {
     const h = createHash(algo === 'md5' ? 'md5' : 'sha256');
     let bytes = 0;
-    const stream = await backend.open(file.uri);
+    const stream = await backend.open(uri);
     for await (const chunk of stream as AsyncIterable<Buffer>) {
       if (signal?.aborted) {
         stream.destroy();
@@ -38,20 +46,43 @@ export async function verifyFile(ctx: DomainContext, fileId: string, signal?: Ab
       h.update(chunk);
     }
     const actual = h.digest('hex');
-    ok = actual === expected && bytes === file.size;
-    if (!ok) reason = bytes !== file.size ? `size ${bytes}, expected ${file.size}` : `checksum ${algo}:${actual}, expected ${file.checksum}`;
+    const found = `${algo}:${actual}`;
+    if (actual === expected && bytes === file.size) return { ok: true, found };
+    return { ok: false, found, reason: bytes !== file.size ? `size ${bytes}, expected ${file.size}` : `checksum ${found}, expected ${file.checksum}` };
   } catch (e) {
-    if (isStorageError(e, 'missing')) {
-      ok = false;
-      reason = 'the stored file is missing';
-    } else {
-      ctx.log.warn({ err: e, fileId, uri: file.uri }, 'integrity check could not read the file');
-      return { fileId, uri: file.uri, ok: null, reason: `storage unavailable: ${(e as Error).message}` };
+    if (signal?.aborted) throw e;
+    if (isStorageError(e, 'missing')) return { ok: false, reason: 'the stored file is missing' };
+    ctx.log.warn({ err: e, uri }, 'integrity check could not read a copy');
+    return { ok: null, reason: `storage unavailable: ${(e as Error).message}` };
+  }
+}
+
+/**
+ * Re-reads every copy of one file instance and compares its MD5 and size with what was stored at
+ * upload. Each copy's `last_check` (true/false) and `last_check_at` are recorded with a fixity event;
+ * a failed copy gets a `repair-copy` job (domain/replicas.ts). A copy whose storage cannot be reached
+ * keeps its old result and reports null. A failure is logged at error level.
+ */
+export async function verifyFile(ctx: DomainContext, fileId: string, signal?: AbortSignal): Promise<CheckResult> {
+  const state = await copiesOf(ctx.db, fileId);
+  if (!state) return { fileId, uri: null, ok: null, reason: 'the file instance no longer exists' };
+  const first = state.copies.find((c) => c.primary) ?? null;
+  if (!state.file.readable || !first || !state.file.checksum) return { fileId, uri: first?.uri ?? null, ok: null, reason: 'not readable' };
+  const file = { size: state.file.size, checksum: state.file.checksum };
+  const results: CopyCheck[] = [];
+  for (const c of state.copies) {
+    const r = await checkCopy(ctx, file, c.uri, signal);
+    results.push({ location: c.location, uri: c.uri, ok: r.ok, ...(r.reason ? { reason: r.reason } : {}) });
+    if (r.ok !== null) {
+      await recordCopyResult(ctx, { fileId, locationId: c.locationId, uri: c.uri, ok: r.ok, checksumFound: r.found ?? null, ...(r.reason ? { detail: r.reason } : {}) });
     }
   }
-  await ctx.db.updateTable('files').set({ last_check: ok ? 1 : 0, last_check_at: nowMicros() }).where('id', '=', fileId).execute();
-  if (!ok) ctx.log.error({ fileId, uri: file.uri, reason }, 'integrity check failed');
-  return { fileId, uri: file.uri, ok, ...(reason ? { reason } : {}) };
+  const failed = results.find((r) => r.ok === false);
+  const unknown = results.find((r) => r.ok === null);
+  const ok = failed ? false : unknown ? null : true;
+  const worst = failed ?? unknown;
+  const reason = worst?.reason ? (results.length > 1 ? `${worst.location}: ${worst.reason}` : worst.reason) : undefined;
+  return { fileId, uri: first.uri, ok, ...(reason ? { reason } : {}), copies: results };
 }
 
 export interface SelectOptions {

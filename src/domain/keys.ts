@@ -1,14 +1,38 @@
-import { AppError } from '../errors.js';
+import { AppError, validationError } from '../errors.js';
 
 // C0 controls and DEL break logs, headers and terminals; nothing legitimate needs them in a file name.
 const CONTROL = /[\u0000-\u001f\u007f]/;
 
+/**
+ * Why `text` cannot be a key, or null when it can: no control character (NUL included, which
+ * PostgreSQL cannot store or even compare) and valid Unicode (lone surrogates have no UTF-8 form).
+ */
+export function keyTextProblem(text: string): string | null {
+  if (CONTROL.test(text)) return 'control characters are not allowed';
+  if (!text.isWellFormed()) return 'not valid Unicode';
+  return null;
+}
+
+/**
+ * Validates a key that is only looked up (read, delete, a multipart upload's key): the same text
+ * rules as for storing one, so every database answers alike, but no length rule (a key stored
+ * under a longer limit stays reachable).
+ */
+export function validateLookupKey(key: string): void {
+  const problem = keyTextProblem(key);
+  if (problem) throw new AppError('INVALID_KEY', { reason: problem });
+}
+
+/** Validates a key prefix or cursor key of a listing (field: the query parameter's name). */
+export function validateKeyFilter(text: string, field: string): void {
+  const problem = keyTextProblem(text);
+  if (problem) throw validationError(field, `${problem[0]!.toUpperCase()}${problem.slice(1)}.`);
+}
+
 /** Validates an object key (already percent-decoded). Keys are text and never become file paths. */
 export function validateKey(key: string, maxLen: number): void {
   if (key.length === 0) throw new AppError('INVALID_KEY', { reason: 'the key is empty' });
-  if (CONTROL.test(key)) throw new AppError('INVALID_KEY', { reason: 'control characters are not allowed' });
-  // Lone surrogates cannot be stored as UTF-8.
-  if (!key.isWellFormed()) throw new AppError('INVALID_KEY', { reason: 'not valid Unicode' });
+  validateLookupKey(key);
   // Length in characters (code points), as the reference counts it.
   let n = 0;
   for (const _ of key) if (++n > maxLen) throw new AppError('KEY_TOO_LONG');

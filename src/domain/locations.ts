@@ -1,3 +1,4 @@
+import { sql } from 'kysely';
 import { AppError } from '../errors.js';
 import { prepared } from '../db/prepared.js';
 import { isUniqueViolation, transaction } from '../db/database.js';
@@ -7,6 +8,7 @@ import { nowMicros } from '../util/time.js';
 import type { DomainContext } from './context.js';
 import type { Location } from './models.js';
 import { toLocation } from './rows.js';
+import { claimStorage } from './location-owner.js';
 
 const NAME_RE = /^[a-z][a-z0-9-]{0,19}$/;
 
@@ -26,6 +28,11 @@ export async function createLocation(
   validateLocationName(input.name);
   const backend = ctx.storage.forUri(input.uri);
   const uri = backend.normalizeLocationUri(input.uri);
+  if (await ctx.db.selectFrom('locations').select('id').where('name', '=', input.name).executeTakeFirst()) {
+    throw new AppError('LOCATION_EXISTS', { name: input.name });
+  }
+  // Bytes first: the storage is marked as this database's before the row exists.
+  await claimStorage(ctx, uri, input.name);
   const now = nowMicros();
   const id = newId();
   try {
@@ -52,6 +59,42 @@ export async function getLocationByName(db: Executor, name: string): Promise<Loc
   const r = await db.selectFrom('locations').selectAll().where('name', '=', name).executeTakeFirst();
   if (!r) throw new AppError('LOCATION_NOT_FOUND', { name });
   return toLocation(r);
+}
+
+/** Files and bytes of the file instances of each location, by location name (a scan of the files table). */
+export async function locationUsage(db: Executor): Promise<{ name: string; files: number; bytes: number }[]> {
+  const rows = await db
+    .selectFrom('locations')
+    .leftJoin('files', 'files.location_id', 'locations.id')
+    .select(['locations.name', (eb) => eb.fn.count<number>('files.id').as('files'), (eb) => eb.fn.coalesce(eb.fn.sum<number>('files.size'), sql<number>`0`).as('bytes')])
+    .groupBy('locations.name')
+    .orderBy('locations.name')
+    .execute();
+  return rows.map((l) => ({ name: l.name, files: Number(l.files), bytes: Number(l.bytes) }));
+}
+
+/** A location as the operator sees it: its storage kind (the backend that handles its URI) and what it holds. */
+export interface LocationReport extends Location {
+  /** The storage backend's name (`fs`, `s3`, …), or null when no configured backend handles the URI. */
+  kind: string | null;
+  files: number;
+  bytes: number;
+}
+
+/** Every location with its kind, its file instances and their bytes (by name). */
+export async function locationReports(ctx: DomainContext): Promise<LocationReport[]> {
+  const [locations, usage] = await Promise.all([listLocations(ctx.db), locationUsage(ctx.db)]);
+  const byName = new Map(usage.map((u) => [u.name, u]));
+  return locations.map((l) => {
+    let kind: string | null;
+    try {
+      kind = ctx.storage.forUri(l.uri).name;
+    } catch {
+      kind = null;
+    }
+    const u = byName.get(l.name);
+    return { ...l, kind, files: u?.files ?? 0, bytes: u?.bytes ?? 0 };
+  });
 }
 
 const locationByIdQuery = prepared((db: Executor, id: string) => db.selectFrom('locations').selectAll().where('id', '=', id));

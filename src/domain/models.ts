@@ -17,6 +17,12 @@ export interface Bucket {
   reservedSize: number;
   quotaSize: number | null;
   maxFileSize: number | null;
+  /** The bucket's S3 name, or null (its id addresses it too). */
+  name?: string | null;
+  /** Anyone may download its objects without a credential (not list them). */
+  publicRead?: boolean;
+  /** Copies of each file required (replication policy); null: FILES_REST_DEFAULT_COPIES. */
+  copies?: number | null;
   locked: boolean;
   deleted: boolean;
   created: number;
@@ -54,11 +60,12 @@ export interface ObjectVersion {
 }
 
 /**
- * What a listing page shows of a version: the version and its file's size and checksum. Listings
- * select only these columns (a page of 1000 full rows cost SQLite three times as much).
+ * What a listing page shows of a version: the version and its file's size, checksum and last
+ * integrity check. Listings select only these columns (a page of 1000 full rows cost SQLite three
+ * times as much).
  */
 export interface ListedVersion extends Omit<ObjectVersion, 'file'> {
-  file: Pick<FileInstance, 'size' | 'checksum'> | null;
+  file: Pick<FileInstance, 'size' | 'checksum' | 'lastCheckAt' | 'lastCheck'> | null;
 }
 
 export function isDeleteMarker(v: ObjectVersion): boolean {

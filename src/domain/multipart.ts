@@ -1,22 +1,27 @@
 import { EventEmitter } from 'node:events';
 import { createHash } from 'node:crypto';
 import type { Readable } from 'node:stream';
-import { sql, type Selectable } from 'kysely';
-import { AppError, isAppError } from '../errors.js';
+import type { Selectable } from 'kysely';
+import { AppError, ERRORS, isAppError } from '../errors.js';
 import { transaction } from '../db/database.js';
 import type { Executor, MultipartUploadTable, PartTable, Tx } from '../db/schema.js';
-import { isStorageError } from '../storage/backend.js';
-import { MeasuringStream } from '../storage/measure.js';
+import { isStorageFull } from '../storage/backend.js';
+import type { ByteMeter, ByteObserver, DigestAlgorithm } from './byte-meter.js';
+import { receive, type ExpectedDigest, type Received } from './receive.js';
 import { newId } from '../util/ids.js';
 import { DAY_MICROS, nowMicros } from '../util/time.js';
-import { getLiveBucket, lockBucketForWrite } from './buckets.js';
+import { getLiveBucket } from './buckets.js';
+import { assertWritable, insertFileInstance, lockBucketForWrite, releaseReservation, reserve } from './ledger.js';
 import type { DomainContext } from './context.js';
 import { validateKey } from './keys.js';
 import { checkSize } from './limits.js';
 import { getLocationById } from './locations.js';
 import { chooseMimetype } from './mimetype.js';
-import { commitNewVersion, findVersion } from './objects.js';
+import { commitNewVersion, findHead, findVersion } from './objects.js';
+import { checkPrecondition, hasPrecondition, type Precondition } from './preconditions.js';
 import type { ObjectVersion } from './models.js';
+import type { JobPayloads } from './jobs.js';
+import { assertNoPartInProgress, claimPart, removePartClaims } from './part-claims.js';
 
 export type UploadState = 'in_progress' | 'completing' | 'failed';
 
@@ -34,6 +39,10 @@ export interface MultipartUpload {
   /** What the storage backend's `initialize` returned. */
   storageRef: string | null;
   error: string | null;
+  /** `rest`: size and part size declared up front; `s3`: learnt as parts arrive (s3-uploads.ts). */
+  door: 'rest' | 's3';
+  /** What the S3 door stores with the object at completion (headers, the multipart ETag). */
+  metadata: Record<string, string> | null;
   created: number;
   updated: number;
 }
@@ -62,6 +71,8 @@ function toUpload(r: Selectable<MultipartUploadTable>): MultipartUpload {
     versionId: r.version_id,
     storageRef: r.storage_ref,
     error: r.error,
+    door: r.door === 's3' ? 's3' : 'rest',
+    metadata: r.metadata ? (JSON.parse(r.metadata) as Record<string, string>) : null,
     created: r.created,
     updated: r.updated,
   };
@@ -74,7 +85,7 @@ function toPart(u: MultipartUpload, r: Selectable<PartTable>): Part {
     checksum: r.checksum,
     storageEtag: r.storage_etag,
     startByte: start,
-    endByte: Math.min(start + u.partSize, u.size),
+    endByte: r.size !== null && r.size !== undefined ? start + Number(r.size) : Math.min(start + u.partSize, u.size),
     created: r.created,
     updated: r.updated,
   };
@@ -90,7 +101,7 @@ export function expectedPartSize(u: MultipartUpload, partNumber: number): number
   return partNumber === u.lastPartNumber ? u.lastPartSize : u.partSize;
 }
 
-function isExpired(ctx: DomainContext, u: MultipartUpload, now = nowMicros()): boolean {
+export function isExpired(ctx: DomainContext, u: MultipartUpload, now = nowMicros()): boolean {
   return u.created + ctx.config.multipartExpires * DAY_MICROS < now;
 }
 
@@ -100,44 +111,44 @@ function isExpired(ctx: DomainContext, u: MultipartUpload, now = nowMicros()): b
  */
 export async function initiateUpload(
   ctx: DomainContext,
-  input: { bucketId: string; key: string; size: number; partSize: number },
+  input: { bucketId: string; key: string; size: number; partSize: number; precondition?: Precondition | null },
 ): Promise<MultipartUpload> {
   const { config } = ctx;
   const bucket = await getLiveBucket(ctx.db, input.bucketId);
-  if (bucket.locked) throw new AppError('BUCKET_LOCKED');
+  assertWritable(bucket);
   if (input.partSize < config.multipartChunkSizeMin || input.partSize > config.multipartChunkSizeMax) {
-    throw new AppError('INVALID_PART_SIZE');
+    throw new AppError('INVALID_PART_SIZE', { min: config.multipartChunkSizeMin, max: config.multipartChunkSizeMax });
   }
-  if (input.size < 1 || Math.ceil(input.size / input.partSize) > config.multipartMaxParts) throw new AppError('INVALID_FILE_SIZE');
+  if (input.size < 1 || Math.ceil(input.size / input.partSize) > config.multipartMaxParts) {
+    throw new AppError('INVALID_FILE_SIZE', { max: input.partSize * config.multipartMaxParts });
+  }
   checkSize(bucket, input.size);
   validateKey(input.key, config.objectKeyMaxLen);
+  // Last, as RFC 9110 §13.2.1 orders it; checked now only: the completion is made conditional by
+  // sending the precondition with it.
+  if (hasPrecondition(input.precondition)) checkPrecondition(await findHead(ctx.db, bucket.id, input.key), input.precondition);
 
   const location = await getLocationById(ctx.db, bucket.defaultLocation);
   const backend = ctx.storage.forUri(location.uri);
   const fileId = newId();
   const uri = backend.makeUri(location.uri, fileId);
   const { lastPartNumber, lastPartSize } = partLayout(input.size, input.partSize);
-  const storageRef = await backend.initialize(uri, input.size, { partSize: input.partSize });
+  const storageRef = await backend.initialize(uri, input.size, { partSize: input.partSize }).catch((e: unknown) => {
+    throw isStorageFull(e) ? new AppError('STORAGE_FULL', {}, { cause: e }) : e;
+  });
   const now = nowMicros();
   const id = newId();
   try {
     await transaction(ctx.db, async (tx) => {
       const b = await lockBucketForWrite(tx, bucket.id);
-      checkSize(b, input.size);
-      await tx.updateTable('buckets').set({ reserved_size: sql`reserved_size + ${input.size}` }).where('id', '=', b.id).execute();
-      await tx
-        .insertInto('files')
-        .values({
-          id: fileId, location_id: location.id, uri, storage_class: b.defaultStorageClass, size: input.size, checksum: null,
-          readable: 0, writable: 1, last_check_at: null, last_check: null, created: now, updated: now,
-        })
-        .execute();
+      await reserve(tx, b, input.size);
+      await insertFileInstance(tx, { id: fileId, locationId: location.id, uri, storageClass: b.defaultStorageClass, size: input.size, checksum: null, state: 'writable' }, now);
       await tx
         .insertInto('multipart_uploads')
         .values({
           id, bucket_id: b.id, key: input.key, file_id: fileId, size: input.size, part_size: input.partSize,
           last_part_number: lastPartNumber, last_part_size: lastPartSize, state: 'in_progress', version_id: null,
-          storage_ref: storageRef, hashed_bytes: 0, error: null, created: now, updated: now,
+          storage_ref: storageRef, hashed_bytes: 0, error: null, metadata: null, created: now, updated: now,
         })
         .execute();
     });
@@ -147,13 +158,31 @@ export async function initiateUpload(
   }
   return {
     id, bucketId: bucket.id, key: input.key, fileId, size: input.size, partSize: input.partSize, lastPartNumber, lastPartSize,
-    state: 'in_progress', versionId: null, storageRef, error: null, created: now, updated: now,
+    state: 'in_progress', versionId: null, storageRef, error: null, door: 'rest', metadata: null, created: now, updated: now,
   };
 }
 
 export async function findUpload(db: Executor, id: string): Promise<MultipartUpload | null> {
   const r = await db.selectFrom('multipart_uploads').selectAll().where('id', '=', id).executeTakeFirst();
   return r ? toUpload(r) : null;
+}
+
+/**
+ * The upload at this bucket and key, with its bucket's liveness in the same statement: a missing
+ * or logically deleted bucket is BUCKET_NOT_FOUND (as on every route), then an unknown upload (or
+ * merged, aborted: its row is gone) UPLOAD_NOT_FOUND.
+ */
+export async function getUploadInLiveBucket(db: Executor, bucketId: string, key: string, id: string): Promise<MultipartUpload> {
+  const r = await db
+    .selectFrom('buckets')
+    .leftJoin('multipart_uploads', (j) => j.onRef('multipart_uploads.bucket_id', '=', 'buckets.id').on('multipart_uploads.id', '=', id))
+    .selectAll('multipart_uploads')
+    .select('buckets.deleted as b_deleted')
+    .where('buckets.id', '=', bucketId)
+    .executeTakeFirst();
+  if (!r || Number(r.b_deleted) === 1) throw new AppError('BUCKET_NOT_FOUND');
+  if (r.id === null || r.key !== key) throw new AppError('UPLOAD_NOT_FOUND');
+  return toUpload(r as Selectable<MultipartUploadTable>);
 }
 
 /** The upload at this bucket and key; 404 when unknown (or merged, aborted: its row is gone). */
@@ -181,19 +210,27 @@ export async function listUploads(db: Executor, bucketId: string, limit: number)
 }
 
 /** Refusals that apply to any change to an upload: state, expiry and the bucket's lock. */
-async function checkWritable(ctx: DomainContext, u: MultipartUpload): Promise<void> {
+export async function checkWritable(ctx: DomainContext, u: MultipartUpload): Promise<void> {
   if (u.state === 'completing') throw new AppError('MULTIPART_ALREADY_COMPLETED');
   if (u.state !== 'in_progress') throw new AppError('UPLOAD_NOT_FOUND');
   const bucket = await getLiveBucket(ctx.db, u.bucketId);
-  if (bucket.locked) throw new AppError('BUCKET_LOCKED');
+  assertWritable(bucket);
 }
 
 /** Validates a part before a byte of it is read: number in range, exact size, upload open. */
 export async function checkPartAllowed(ctx: DomainContext, u: MultipartUpload, partNumber: number, declaredSize: number | null): Promise<void> {
+  // An S3 door upload has no declared layout: its parts and completion go through s3-uploads.ts.
+  if (u.door !== 'rest') throw new AppError('UPLOAD_NOT_FOUND');
   await checkWritable(ctx, u);
   if (isExpired(ctx, u)) throw new AppError('MULTIPART_EXPIRED');
-  if (!Number.isSafeInteger(partNumber) || partNumber < 0 || partNumber > u.lastPartNumber) throw new AppError('INVALID_PART_NUMBER');
-  if (declaredSize !== null && declaredSize !== expectedPartSize(u, partNumber)) throw new AppError('INVALID_PART_SIZE');
+  if (!Number.isSafeInteger(partNumber) || partNumber < 0 || partNumber > u.lastPartNumber) {
+    throw new AppError('INVALID_PART_NUMBER', { last: u.lastPartNumber });
+  }
+  if (declaredSize !== null && declaredSize !== expectedPartSize(u, partNumber)) throw partSizeMismatch(u, partNumber);
+}
+
+function partSizeMismatch(u: MultipartUpload, partNumber: number): AppError {
+  return new AppError('PART_SIZE_MISMATCH', { partNumber, expected: expectedPartSize(u, partNumber) });
 }
 
 /**
@@ -204,62 +241,78 @@ export async function checkPartAllowed(ctx: DomainContext, u: MultipartUpload, p
 export async function uploadPart(
   ctx: DomainContext,
   u: MultipartUpload,
-  input: { partNumber: number; source: Readable; declaredSize: number | null; signal?: AbortSignal },
+  input: {
+    partNumber: number;
+    source: Readable;
+    declaredSize: number | null;
+    signal?: AbortSignal;
+    /** A door's own checks (see `receive`): announced digests, more digests, observers, a check before the record. */
+    expectedDigests?: readonly ExpectedDigest[];
+    extraDigests?: readonly DigestAlgorithm[];
+    observers?: readonly ByteObserver[];
+    verify?: (meter: ByteMeter) => void | Promise<void>;
+  },
 ): Promise<Part> {
   await checkPartAllowed(ctx, u, input.partNumber, input.declaredSize);
   const expected = expectedPartSize(u, input.partNumber);
   const file = await ctx.db.selectFrom('files').select(['uri']).where('id', '=', u.fileId).executeTakeFirstOrThrow();
   const backend = ctx.storage.forUri(file.uri!);
-  const meter = new MeasuringStream({ limit: expected, limitError: () => new AppError('INVALID_PART_SIZE'), expected });
-  // Errors of the meter reach us through the write's promise; a late one (the client's socket failing
-  // after the write already gave up) must not become an uncaught exception.
-  meter.on('error', () => {});
-  const forward = (e: Error) => meter.destroy(e);
-  input.source.once('error', forward);
-  let stored: { etag: string | null };
+  // One write of this part at a time, across processes; a failure to get there is not a part failure.
+  const claim = await claimPart(ctx, u.id, input.partNumber, input.signal);
+  let received: Received<{ etag: string | null }>;
   try {
-    stored = await backend.update(file.uri!, input.source.pipe(meter), {
-      partNumber: input.partNumber,
-      offset: input.partNumber * u.partSize,
-      size: expected,
-      ref: u.storageRef,
-      signal: input.signal,
+    received = await receive({
+      source: input.source,
+      store: (body, signal) =>
+        backend.update(file.uri!, body, {
+          partNumber: input.partNumber,
+          offset: input.partNumber * u.partSize,
+          size: expected,
+          ref: u.storageRef,
+          signal,
+        }),
+      // The part's bytes were (partly) overwritten: its record, or the upload, goes, before the claim ends
+      // (a completion must not slip in between).
+      discard: () => onPartFailure(ctx, u, input.partNumber),
+      onDiscardError: (x) => ctx.log.error({ err: x, uploadId: u.id }, 'could not clean up after a failed part'),
+      limit: { bytes: expected, error: () => partSizeMismatch(u, input.partNumber) },
+      expected,
+      expectedDigests: input.expectedDigests,
+      extraDigests: input.extraDigests,
+      observers: input.observers,
+      verify: input.verify,
+      signal: input.signal ? AbortSignal.any([input.signal, claim.lost]) : claim.lost,
     });
-    input.source.off('error', forward);
   } catch (e) {
-    input.source.off('error', forward);
-    input.source.unpipe(meter);
-    const err = partFailure(e, input.source, meter);
-    await onPartFailure(ctx, u, input.partNumber).catch((x) => ctx.log.error({ err: x, uploadId: u.id }, 'could not clean up after a failed part'));
-    throw err;
+    await claim.release();
+    throw e;
   }
+  const stored = received.stored;
   const now = nowMicros();
-  const checksum = meter.checksum();
-  await transaction(ctx.db, async (tx) => {
-    const open = await tx
-      .updateTable('multipart_uploads')
-      .set({ updated: now })
-      .where('id', '=', u.id)
-      .where('state', '=', 'in_progress')
-      .executeTakeFirst();
-    if (Number(open.numUpdatedRows) !== 1) throw new AppError('UPLOAD_NOT_FOUND');
-    await tx
-      .insertInto('parts')
-      .values({ upload_id: u.id, part_number: input.partNumber, checksum, storage_etag: stored.etag, created: now, updated: now })
-      .onConflict((oc) => oc.columns(['upload_id', 'part_number']).doUpdateSet({ checksum, storage_etag: stored.etag, updated: now }))
-      .execute();
-  });
-  if (!backend.finalize && backend.name === 'fs') ctx.hasher?.partStored(u, file.uri!, input.partNumber);
+  const checksum = received.checksum;
+  try {
+    await transaction(ctx.db, async (tx) => {
+      const open = await tx
+        .updateTable('multipart_uploads')
+        .set({ updated: now })
+        .where('id', '=', u.id)
+        .where('state', '=', 'in_progress')
+        .executeTakeFirst();
+      if (Number(open.numUpdatedRows) !== 1) throw new AppError('UPLOAD_NOT_FOUND');
+      await claim.commit(tx);
+      await tx
+        .insertInto('parts')
+        .values({ upload_id: u.id, part_number: input.partNumber, checksum, storage_etag: stored.etag, size: null, created: now, updated: now })
+        .onConflict((oc) => oc.columns(['upload_id', 'part_number']).doUpdateSet({ checksum, storage_etag: stored.etag, updated: now }))
+        .execute();
+    });
+  } catch (e) {
+    await claim.release();
+    throw e;
+  }
+  if (backend.runningDigests) ctx.hasher?.partStored(u, backend.runningDigests, file.uri!, input.partNumber);
   const start = input.partNumber * u.partSize;
   return { partNumber: input.partNumber, checksum, storageEtag: stored.etag, startByte: start, endByte: start + expected, created: now, updated: now };
-}
-
-function partFailure(e: unknown, source: Readable, meter: MeasuringStream): unknown {
-  if (isAppError(e)) return e;
-  if (meter.errored && isAppError(meter.errored)) return meter.errored;
-  if (source.errored || source.destroyed || (e as Error)?.name === 'AbortError') return new AppError('CLIENT_DISCONNECTED', {}, { cause: e });
-  if (isStorageError(e)) return new AppError('STORAGE_UNAVAILABLE', {}, { cause: e });
-  return e;
 }
 
 async function onPartFailure(ctx: DomainContext, u: MultipartUpload, partNumber: number): Promise<void> {
@@ -286,39 +339,41 @@ export async function abortUpload(ctx: DomainContext, uploadId: string, opts: { 
       throw u.state === 'completing' ? new AppError('MULTIPART_ALREADY_COMPLETED') : new AppError('UPLOAD_NOT_FOUND');
     }
     if (opts.checkLock) await lockBucketForWrite(tx, u.bucketId);
-    await removeUploadRows(tx, ctx, u);
+    await removeUploadRows(tx, ctx, u, allow);
   });
   ctx.queue.wake();
   ctx.hasher?.forget(uploadId);
   ctx.log.info({ uploadId, reason: opts.reason ?? 'client request' }, 'multipart upload aborted');
 }
 
-async function removeUploadRows(tx: Tx, ctx: DomainContext, u: MultipartUpload): Promise<void> {
+async function removeUploadRows(tx: Tx, ctx: DomainContext, u: MultipartUpload, allow: UploadState[]): Promise<void> {
+  // The upload's row first, still in an allowed state: two removals at once (two parts failing
+  // together) must not both release the reservation; the second finds the row gone.
+  const gone = await tx.deleteFrom('multipart_uploads').where('id', '=', u.id).where('state', 'in', allow).executeTakeFirst();
+  if (Number(gone.numDeletedRows) !== 1) throw new AppError('UPLOAD_NOT_FOUND');
   const file = await tx.selectFrom('files').select(['uri']).where('id', '=', u.fileId).executeTakeFirst();
   await tx.deleteFrom('parts').where('upload_id', '=', u.id).execute();
-  await tx.deleteFrom('multipart_uploads').where('id', '=', u.id).execute();
+  await removePartClaims(tx, u.id);
   // Every upload row holds its reservation until the row goes.
-  await tx.updateTable('buckets').set({ reserved_size: sql`reserved_size - ${u.size}` }).where('id', '=', u.bucketId).execute();
+  await releaseReservation(tx, u.bucketId, u.size);
   await tx.deleteFrom('files').where('id', '=', u.fileId).execute();
   if (file?.uri) await ctx.queue.enqueue(tx, 'remove-file-data', { uri: file.uri, multipartRef: u.storageRef ?? undefined, initialized: true });
 }
 
 /**
- * Asks for completion: refused while parts are missing; otherwise the upload moves to `completing`
- * and the merge task is queued in the same transaction. The version id is fixed now.
+ * Asks for completion: refused while parts are missing, or when the precondition already fails
+ * (412; the upload stays open either way); otherwise the upload moves to `completing` and the merge
+ * task is queued in the same transaction, carrying the precondition, which the merge checks again
+ * in the transaction that makes the new version the head. The version id is fixed now.
  */
-export async function requestCompletion(ctx: DomainContext, u: MultipartUpload): Promise<MultipartUpload> {
+export async function requestCompletion(ctx: DomainContext, u: MultipartUpload, precondition?: Precondition | null): Promise<MultipartUpload> {
+  if (u.door !== 'rest') throw new AppError('UPLOAD_NOT_FOUND');
   await checkWritable(ctx, u);
   const versionId = newId();
   const now = nowMicros();
   await transaction(ctx.db, async (tx) => {
     await lockBucketForWrite(tx, u.bucketId);
-    const n = await tx
-      .selectFrom('parts')
-      .select((eb) => eb.fn.countAll<number>().as('n'))
-      .where('upload_id', '=', u.id)
-      .executeTakeFirstOrThrow();
-    if (Number(n.n) !== u.lastPartNumber + 1) throw new AppError('MULTIPART_MISSING_PARTS');
+    // The upload row first: its lock orders this against the claims of part writes (part-claims.ts).
     const r = await tx
       .updateTable('multipart_uploads')
       .set({ state: 'completing', version_id: versionId, updated: now })
@@ -326,12 +381,37 @@ export async function requestCompletion(ctx: DomainContext, u: MultipartUpload):
       .where('state', '=', 'in_progress')
       .executeTakeFirst();
     if (Number(r.numUpdatedRows) !== 1) throw new AppError('MULTIPART_ALREADY_COMPLETED');
-    await ctx.queue.enqueue(tx, 'complete-multipart', { uploadId: u.id }, { maxAttempts: 5 });
+    const n = await tx
+      .selectFrom('parts')
+      .select((eb) => eb.fn.countAll<number>().as('n'))
+      .where('upload_id', '=', u.id)
+      .executeTakeFirstOrThrow();
+    if (Number(n.n) !== u.lastPartNumber + 1) {
+      const have = await tx.selectFrom('parts').select('part_number').where('upload_id', '=', u.id).orderBy('part_number').execute();
+      const missing = missingRanges(have.map((p) => Number(p.part_number)), u.lastPartNumber);
+      throw new AppError('MULTIPART_MISSING_PARTS', { missing, last: u.lastPartNumber });
+    }
+    await assertNoPartInProgress(tx, u.id);
+    if (hasPrecondition(precondition)) checkPrecondition(await findHead(tx, u.bucketId, u.key), precondition);
+    const payload: CompletionTask = hasPrecondition(precondition) ? { uploadId: u.id, precondition } : { uploadId: u.id };
+    await ctx.queue.enqueue(tx, 'complete-multipart', payload, { maxAttempts: 5 });
   });
   ctx.queue.wake();
   // Without an in-process worker the merge runs in another process, which cannot use this digest.
   if (!ctx.config.worker) ctx.hasher?.forget(u.id);
   return { ...u, state: 'completing', versionId, updated: now };
+}
+
+/** The part numbers in 0..last absent from `have` (sorted), as ranges: `1, 4-7, 9`; at most 20 ranges, then `…`. */
+export function missingRanges(have: number[], last: number): string {
+  const out: string[] = [];
+  let next = 0;
+  const add = (from: number, to: number) => out.push(from === to ? String(from) : `${from}-${to}`);
+  for (const n of [...have, last + 1]) {
+    if (n > next) add(next, Math.min(n - 1, last));
+    next = Math.max(next, n + 1);
+  }
+  return out.length > 20 ? `${out.slice(0, 20).join(', ')}, …` : out.join(', ');
 }
 
 /**
@@ -355,16 +435,26 @@ export function completionNews(uploadId: string, ms: number): Promise<void> {
   });
 }
 
-/** Outcome of a completion, as a waiting client sees it. */
+/** How the error of an upload whose completion its precondition refused begins. */
+const REFUSED = ERRORS.PRECONDITION_FAILED.message.split('{')[0]!;
+
+/** What the `complete-multipart` task carries (declared in the job catalogue). */
+export type CompletionTask = JobPayloads['complete-multipart'];
+
+/** Outcome of a completion, as a waiting client sees it. `refused`: the precondition failed at the merge (412). */
 export type CompletionStatus =
   | { state: 'completing' }
   | { state: 'completed'; version: ObjectVersion }
   | { state: 'failed'; error: string }
+  | { state: 'refused'; refusal: AppError }
   | { state: 'gone' };
 
 export async function completionStatus(db: Executor, u: MultipartUpload): Promise<CompletionStatus> {
   const row = await findUpload(db, u.id);
   if (row?.state === 'completing') return { state: 'completing' };
+  if (row?.state === 'failed' && row.error?.startsWith(REFUSED)) {
+    return { state: 'refused', refusal: new AppError('PRECONDITION_FAILED', { reason: row.error.slice(REFUSED.length).trim().replace(/\.$/, '') }) };
+  }
   if (row?.state === 'failed') return { state: 'failed', error: row.error ?? 'completion failed' };
   if (u.versionId) {
     const v = await findVersion(db, u.bucketId, u.key, u.versionId);
@@ -379,12 +469,14 @@ export async function completionStatus(db: Executor, u: MultipartUpload): Promis
  * creates the head version pointing at it (no copy), moves the reservation into the bucket size
  * and removes the upload. Idempotent: a second run finds nothing to do.
  */
-export async function completeUpload(ctx: DomainContext, uploadId: string, signal?: AbortSignal): Promise<ObjectVersion | null> {
+export async function completeUpload(ctx: DomainContext, uploadId: string, signal?: AbortSignal, precondition?: Precondition | null): Promise<ObjectVersion | null> {
   const u = await findUpload(ctx.db, uploadId);
   if (!u || u.state !== 'completing' || !u.versionId) return null;
   const parts = await listParts(ctx.db, u);
   const file = await ctx.db.selectFrom('files').selectAll().where('id', '=', u.fileId).executeTakeFirstOrThrow();
   const backend = ctx.storage.forUri(file.uri!);
+  // An S3 door upload's file may hold parts beyond the completed list (or a longer earlier last part).
+  if (backend.truncate) await backend.truncate(file.uri!, u.size);
   if (backend.finalize) {
     await backend.finalize(file.uri!, u.storageRef, parts.map((p) => ({ partNumber: p.partNumber, etag: p.storageEtag })));
   }
@@ -404,26 +496,46 @@ export async function completeUpload(ctx: DomainContext, uploadId: string, signa
     checksum = r.checksum;
   }
   const now = nowMicros();
-  const version = await commitNewVersion(
-    ctx,
-    {
-      bucketId: u.bucketId,
-      key: u.key,
-      file: { existingId: u.fileId, size: u.size },
-      mimetype: chooseMimetype(u.key, undefined),
-      tags: {},
-      versionId: u.versionId,
-      releaseReservation: u.size,
-    },
-    {
-      inTransaction: async (tx) => {
-        const r = await tx.deleteFrom('multipart_uploads').where('id', '=', u.id).where('state', '=', 'completing').executeTakeFirst();
-        if (Number(r.numDeletedRows) !== 1) throw new AppError('UPLOAD_NOT_FOUND');
-        await tx.deleteFrom('parts').where('upload_id', '=', u.id).execute();
-        await tx.updateTable('files').set({ readable: 1, writable: 0, checksum, updated: now }).where('id', '=', u.fileId).execute();
+  let version: ObjectVersion;
+  try {
+    version = await commitNewVersion(
+      ctx,
+      {
+        bucketId: u.bucketId,
+        key: u.key,
+        file: { existingId: u.fileId, size: u.size },
+        mimetype: chooseMimetype(u.key, u.metadata?.['content-type']),
+        tags: {},
+        ...(u.metadata ? { metadata: u.metadata } : {}),
+        versionId: u.versionId,
+        releaseReservation: u.size,
+        precondition,
       },
-    },
-  );
+      {
+        inTransaction: async (tx) => {
+          const r = await tx.deleteFrom('multipart_uploads').where('id', '=', u.id).where('state', '=', 'completing').executeTakeFirst();
+          if (Number(r.numDeletedRows) !== 1) throw new AppError('UPLOAD_NOT_FOUND');
+          await tx.deleteFrom('parts').where('upload_id', '=', u.id).execute();
+          await removePartClaims(tx, u.id);
+          await tx.updateTable('files').set({ readable: 1, writable: 0, checksum, size: u.size, updated: now }).where('id', '=', u.fileId).execute();
+        },
+      },
+    );
+  } catch (e) {
+    if (!isAppError(e, 'PRECONDITION_FAILED')) throw e;
+    // Another writer changed the head since the completion was asked for: no version was made. The
+    // upload is kept as `failed` so the waiting client learns why (412); the expiry task removes it,
+    // its file and its reservation (the storage may already have assembled the parts: S3).
+    await ctx.db
+      .updateTable('multipart_uploads')
+      .set({ state: 'failed', error: e.message, updated: nowMicros() })
+      .where('id', '=', u.id)
+      .where('state', '=', 'completing')
+      .execute();
+    ctx.log.info({ uploadId: u.id, reason: e.message }, 'multipart completion refused by its precondition');
+    settled.emit(u.id);
+    return null;
+  }
   settled.emit(u.id);
   ctx.signals.send('file-uploaded', { obj: version });
   return version;

@@ -1,28 +1,26 @@
 import type { Readable } from 'node:stream';
-import { sql, type Compilable } from 'kysely';
-import { AppError, isAppError } from '../errors.js';
+import type { Compilable } from 'kysely';
+import { AppError } from '../errors.js';
 import { transaction } from '../db/database.js';
 import { prepared } from '../db/prepared.js';
 import { TRUE_LITERAL, type Executor } from '../db/schema.js';
-import { isStorageError } from '../storage/backend.js';
-import { MeasuringStream, type DigestAlgorithm } from '../storage/measure.js';
+import type { ByteMeter, ByteObserver, DigestAlgorithm } from './byte-meter.js';
+import { receive, type ExpectedDigest } from './receive.js';
 import { newId } from '../util/ids.js';
 import { nowMicros } from '../util/time.js';
-import { getLiveBucket, lockBucketForWrite } from './buckets.js';
+import { getLiveBucket } from './buckets.js';
+import { fileRequiredCopies, queueReplication, replicateFile, requiredCopies } from './replicas.js';
+import { addStored, assertWritable, insertFileInstance, lockBucketForWrite, removeStored } from './ledger.js';
 import type { DomainContext } from './context.js';
 import { checkSize, tightestLimit } from './limits.js';
 import { getLocationById } from './locations.js';
 import { chooseMimetype } from './mimetype.js';
-import { validateKey, prefixUpperBound } from './keys.js';
+import { keyTextProblem, validateKey, prefixUpperBound } from './keys.js';
 import type { ListedVersion, ObjectVersion } from './models.js';
+import { checkPrecondition, hasPrecondition, type Precondition } from './preconditions.js';
 import { LISTED_VERSION_COLUMNS, toListedVersion, toVersion, VERSION_WITH_FILE_COLUMNS, type ListedVersionRow, type VersionWithFileRow } from './rows.js';
 
-export interface ExpectedDigest {
-  algorithm: DigestAlgorithm;
-  value: Buffer;
-  /** The header it came from, for the error message. */
-  header: string;
-}
+export type { ExpectedDigest } from './receive.js';
 
 export interface PutObjectInput {
   bucketId: string;
@@ -33,15 +31,27 @@ export interface PutObjectInput {
   contentType?: string;
   tags?: Record<string, string>;
   expectedDigests?: ExpectedDigest[];
+  /** A door's own checks (see `receive`): more digests, observers of every byte, and a check before the commit. */
+  extraDigests?: readonly DigestAlgorithm[];
+  observers?: readonly ByteObserver[];
+  verify?: (meter: ByteMeter) => void | Promise<void>;
   signal?: AbortSignal;
+  /** If-Match / If-None-Match: checked before the body is read and again atomically with the head flip. */
+  precondition?: Precondition | null;
+  /** Metadata stored with the version as given (the S3 door's headers); see {@link getVersionMetadata}. */
+  metadata?: Record<string, string>;
 }
 
-/** Checks made before a single byte of an upload is read: existence, lock, key, announced size. */
-export async function checkUploadAllowed(ctx: DomainContext, bucketId: string, key: string, declaredSize: number | null) {
+/**
+ * Checks made before a single byte of an upload is read: existence, lock, key, announced size, and
+ * the precondition against the current head (so a refused upload is not received at all).
+ */
+export async function checkUploadAllowed(ctx: DomainContext, bucketId: string, key: string, declaredSize: number | null, precondition?: Precondition | null) {
   const bucket = await getLiveBucket(ctx.db, bucketId);
   if (declaredSize !== null) checkSize(bucket, declaredSize);
-  if (bucket.locked) throw new AppError('BUCKET_LOCKED');
+  assertWritable(bucket);
   validateKey(key, ctx.config.objectKeyMaxLen);
+  if (hasPrecondition(precondition)) checkPrecondition(await findHead(ctx.db, bucket.id, key), precondition);
   return bucket;
 }
 
@@ -51,90 +61,57 @@ export async function checkUploadAllowed(ctx: DomainContext, bucketId: string, k
  * instance and the version and moves the head. Any failure leaves no row and no file behind.
  */
 export async function putObject(ctx: DomainContext, input: PutObjectInput): Promise<ObjectVersion> {
-  const bucket = await checkUploadAllowed(ctx, input.bucketId, input.key, input.declaredSize);
+  const bucket = await checkUploadAllowed(ctx, input.bucketId, input.key, input.declaredSize, input.precondition);
   const limit = tightestLimit(bucket);
   const location = await getLocationById(ctx.db, bucket.defaultLocation);
   const backend = ctx.storage.forUri(location.uri);
   const fileId = newId();
   const uri = backend.makeUri(location.uri, fileId);
 
-  const meter = new MeasuringStream({
-    limit: limit?.bytes ?? null,
-    limitError: () => new AppError(limit!.reason),
-    expected: input.declaredSize,
-    extraDigests: (input.expectedDigests ?? []).map((d) => d.algorithm),
-  });
-  // Errors of the meter reach us through save()'s promise; a late one must not become an uncaught exception.
-  meter.on('error', () => {});
-  // A client that goes away fails the source; pass that on so storage stops and cleans up.
-  const forward = (e: Error) => meter.destroy(e);
-  input.source.once('error', forward);
-  try {
-    await backend.save(uri, input.source.pipe(meter), { signal: input.signal });
-    input.source.off('error', forward);
-  } catch (e) {
-    input.source.off('error', forward);
-    input.source.unpipe(meter);
-    throw uploadFailure(e, input.source, meter);
+  // A source that already failed (a door's decoder refused the body while the checks ran) would
+  // never end a pipe: refuse now, before anything is written.
+  if (input.source.destroyed || input.source.errored) {
+    throw new AppError('CLIENT_DISCONNECTED', {}, { cause: input.source.errored ?? undefined });
   }
+  const received = await receive({
+    source: input.source,
+    store: (body, signal) => backend.save(uri, body, { signal }),
+    // A file that was stored but failed its verification goes again (save cleans up its own failures).
+    discard: async (stored) => {
+      if (stored) await backend.delete(uri);
+    },
+    onDiscardError: (err) => ctx.log.error({ err, uri }, 'could not remove the bytes of a refused upload'),
+    limit: limit ? { bytes: limit.bytes, error: () => new AppError(limit.reason) } : null,
+    expected: input.declaredSize,
+    expectedDigests: input.expectedDigests,
+    extraDigests: input.extraDigests,
+    observers: input.observers,
+    verify: input.verify,
+    signal: input.signal,
+  });
 
+  let version: ObjectVersion;
   try {
-    for (const d of input.expectedDigests ?? []) {
-      if (!meter.digest(d.algorithm).equals(d.value)) {
-        throw new AppError('CHECKSUM_MISMATCH', { header: d.header, algorithm: d.algorithm });
-      }
-    }
-    const version = await commitNewVersion(ctx, {
+    version = await commitNewVersion(ctx, {
       bucketId: bucket.id,
       key: input.key,
-      file: { id: fileId, locationId: location.id, uri, size: meter.bytes, checksum: meter.checksum() },
+      file: { id: fileId, locationId: location.id, uri, size: received.bytes, checksum: received.checksum },
       mimetype: chooseMimetype(input.key, input.contentType),
       tags: input.tags ?? {},
+      precondition: input.precondition,
+      metadata: input.metadata,
     });
     ctx.signals.send('file-uploaded', { obj: version });
-    return version;
   } catch (e) {
     await backend.delete(uri).catch((err) => ctx.log.error({ err, uri }, 'could not remove the bytes of a refused upload'));
     throw e;
   }
-}
-
-/** Maps a failed upload stream to the refusal a client should see. */
-function uploadFailure(e: unknown, source: Readable, meter: MeasuringStream): unknown {
-  if (isAppError(e)) return e;
-  const err = e as NodeJS.ErrnoException;
-  if (source.errored || source.destroyed || err?.code === 'ECONNRESET' || err?.code === 'ABORT_ERR' || err?.name === 'AbortError') {
-    if (meter.errored && isAppError(meter.errored)) return meter.errored;
-    return new AppError('CLIENT_DISCONNECTED', {}, { cause: e });
-  }
-  if (isStorageError(e)) return new AppError('STORAGE_UNAVAILABLE', {}, { cause: e });
-  return e;
+  // Committed: from here a failure leaves the version stored (COPIES_NOT_MADE says so).
+  await waitForCopies(ctx, version);
+  return version;
 }
 
 // The statements of an upload's commit, compiled once (see db/prepared.ts).
-const addToBucketSize = prepared((db: Executor, add: number, release: number, bucketId: string) =>
-  db
-    .updateTable('buckets')
-    .set({ size: sql`size + ${add}`, reserved_size: sql`reserved_size - ${release}` })
-    .where('id', '=', bucketId),
-);
-const insertFile = prepared(
-  (db: Executor, id: string, locationId: string, uri: string, storageClass: string, size: number, checksum: string, created: number, updated: number) =>
-    db.insertInto('files').values({
-      id,
-      location_id: locationId,
-      uri,
-      storage_class: storageClass,
-      size,
-      checksum,
-      readable: 1,
-      writable: 0,
-      last_check_at: null,
-      last_check: null,
-      created,
-      updated,
-    }),
-);
 const retireHead = prepared((db: Executor, now: number, bucketId: string, key: string) =>
   db
     .updateTable('object_versions')
@@ -144,7 +121,7 @@ const retireHead = prepared((db: Executor, now: number, bucketId: string, key: s
     .where('is_head', '=', TRUE_LITERAL),
 );
 const insertHeadVersion = prepared(
-  (db: Executor, versionId: string, bucketId: string, key: string, fileId: string, mimetype: string, tags: string, created: number, updated: number) =>
+  (db: Executor, versionId: string, bucketId: string, key: string, fileId: string, mimetype: string, tags: string, created: number, updated: number, metadata: string | null) =>
     db.insertInto('object_versions').values({
       version_id: versionId,
       bucket_id: bucketId,
@@ -155,6 +132,7 @@ const insertHeadVersion = prepared(
       tags,
       created,
       updated,
+      metadata,
     }),
 );
 
@@ -168,8 +146,9 @@ export interface NewFile {
 
 /**
  * The metadata half of an upload: in one transaction, under the bucket's row lock, re-check the
- * limits against the current bucket, add the size, insert the file instance and the version, and
- * make it the head. Two API processes can't both pass a quota or leave two heads.
+ * limits and the precondition against the current bucket and head, add the size, insert the file
+ * instance and the version, and make it the head. Two API processes can't both pass a quota, both
+ * win an `If-None-Match: *`, or leave two heads.
  */
 export async function commitNewVersion(
   ctx: DomainContext,
@@ -182,31 +161,81 @@ export async function commitNewVersion(
     versionId?: string;
     /** Bytes reserved for this file (multipart): released now, and the limits were checked at reservation. */
     releaseReservation?: number;
+    /** Refused (412, nothing written) unless the head at this moment meets it. */
+    precondition?: Precondition | null;
+    /** Stored in the version's metadata column (JSON). */
+    metadata?: Record<string, string>;
   },
   hooks: { inTransaction?: (tx: import('../db/schema.js').Tx) => Promise<void> } = {},
 ): Promise<ObjectVersion> {
   const now = nowMicros();
   const versionId = input.versionId ?? newId();
-  return transaction(ctx.db, async (tx) => {
+  let required = 1;
+  const version = await transaction(ctx.db, async (tx) => {
     const bucket = await lockBucketForWrite(tx, input.bucketId);
+    required = requiredCopies(ctx.config, bucket);
+    if (hasPrecondition(input.precondition)) checkPrecondition(await findHead(tx, bucket.id, input.key), input.precondition);
     const size = input.file.size;
-    const reserved = input.releaseReservation ?? 0;
-    if (input.releaseReservation === undefined) checkSize(bucket, size);
-    await addToBucketSize.execute(tx, size, reserved, bucket.id);
+    await addStored(tx, bucket, size, input.releaseReservation);
     let fileId: string;
     if ('existingId' in input.file) {
       fileId = input.file.existingId;
     } else {
       fileId = input.file.id;
-      await insertFile.execute(tx, fileId, input.file.locationId, input.file.uri, bucket.defaultStorageClass, size, input.file.checksum, now, now);
+      await insertFileInstance(
+        tx,
+        { id: fileId, locationId: input.file.locationId, uri: input.file.uri, storageClass: bucket.defaultStorageClass, size, checksum: input.file.checksum, state: 'readable' },
+        now,
+      );
     }
     if (hooks.inTransaction) await hooks.inTransaction(tx);
     await retireHead.execute(tx, now, bucket.id, input.key);
-    await insertHeadVersion.execute(tx, versionId, bucket.id, input.key, fileId, input.mimetype, JSON.stringify(input.tags), now, now);
+    // The metadata goes in with the row, not as a second statement in the write transaction.
+    const metadata = input.metadata ? JSON.stringify(input.metadata) : null;
+    await insertHeadVersion.execute(tx, versionId, bucket.id, input.key, fileId, input.mimetype, JSON.stringify(input.tags), now, now, metadata);
+    // The further copies the bucket's policy requires: the worker makes them (no lost replication after a crash).
+    await queueReplication(ctx, tx, fileId, requiredCopies(ctx.config, bucket));
     const version = (await findVersion(tx, bucket.id, input.key, versionId))!;
     await ctx.outbox?.record(tx, 'file-uploaded', { obj: version });
     return version;
   });
+  if (required > 1) ctx.queue.wake();
+  return version;
+}
+
+/**
+ * FILES_REST_UPLOAD_WAIT_COPIES: the upload makes `wanted` copies itself before it is acknowledged
+ * (the worker's job finds them made). When they cannot be made, COPIES_NOT_MADE: the version is
+ * stored and the worker keeps trying.
+ */
+async function waitForCopies(ctx: DomainContext, version: ObjectVersion): Promise<void> {
+  if (ctx.config.uploadWaitCopies <= 1 || !version.fileId) return;
+  const wanted = Math.min(ctx.config.uploadWaitCopies, await fileRequiredCopies(ctx, ctx.db, version.fileId));
+  if (wanted <= 1) return;
+  let made = 1;
+  try {
+    made = (await replicateFile(ctx, version.fileId!, { upTo: wanted })).good;
+  } catch (e) {
+    ctx.log.warn({ err: e, fileId: version.fileId, wanted }, 'an upload could not make the copies it waits for');
+  }
+  if (made < wanted) throw new AppError('COPIES_NOT_MADE', { version: version.versionId, made, wanted });
+}
+
+/** The metadata a door stored with a version (commitNewVersion's `metadata`), or null. */
+const versionMetadataQuery = prepared((db: Executor, versionId: string) => db.selectFrom('object_versions').select('metadata').where('version_id', '=', versionId));
+
+export async function getVersionMetadata(db: Executor, versionId: string): Promise<Record<string, string> | null> {
+  const r = await versionMetadataQuery.first(db, versionId);
+  return parseMetadata(r?.metadata);
+}
+
+function parseMetadata(text: string | null | undefined): Record<string, string> | null {
+  if (text === null || text === undefined) return null;
+  try {
+    return JSON.parse(text) as Record<string, string>;
+  } catch {
+    return null;
+  }
 }
 
 function versionsQuery(db: Executor) {
@@ -234,6 +263,24 @@ const findHeadQuery = prepared((db: Executor, bucketId: string, key: string) =>
     .where('object_versions.key', '=', key)
     .where('object_versions.is_head', '=', TRUE_LITERAL),
 );
+
+const findHeadWithMetadataQuery = prepared((db: Executor, bucketId: string, key: string) =>
+  versionsQuery(db)
+    .select('object_versions.metadata')
+    .where('object_versions.bucket_id', '=', bucketId)
+    .where('object_versions.key', '=', key)
+    .where('object_versions.is_head', '=', TRUE_LITERAL),
+);
+
+/**
+ * The head version of a key with the metadata a door stored with it ({@link getVersionMetadata}),
+ * in one statement; null when the key has no versions.
+ */
+export async function findHeadWithMetadata(db: Executor, bucketId: string, key: string): Promise<{ version: ObjectVersion; metadata: Record<string, string> | null } | null> {
+  const r = await findHeadWithMetadataQuery.first(db, bucketId, key);
+  if (!r) return null;
+  return { version: toVersion(r as VersionWithFileRow), metadata: parseMetadata(r.metadata) };
+}
 
 /** The head version of a key, delete marker or not; null when the key has no versions. */
 export async function findHead(db: Executor, bucketId: string, key: string): Promise<ObjectVersion | null> {
@@ -308,6 +355,33 @@ export async function softDeleteObject(ctx: DomainContext, bucketId: string, key
 }
 
 /**
+ * S3's DeleteObject in a versioned bucket: a delete marker becomes the head whatever the key holds
+ * (a live version, a delete marker already, or nothing at all: the key is validated then, as an
+ * upload's). `deleted` is the live version it hid, or null. The REST door's soft delete keeps
+ * invenio's answer for a key with nothing live ({@link softDeleteObject}: OBJECT_NOT_FOUND).
+ */
+export async function placeDeleteMarker(ctx: DomainContext, bucketId: string, key: string): Promise<{ deleted: ObjectVersion | null; marker: ObjectVersion }> {
+  validateKey(key, ctx.config.objectKeyMaxLen);
+  const now = nowMicros();
+  const markerId = newId();
+  const result = await transaction(ctx.db, async (tx) => {
+    const bucket = await lockBucketForWrite(tx, bucketId);
+    const head = await findHead(tx, bucket.id, key);
+    if (head) await tx.updateTable('object_versions').set({ is_head: 0, updated: now }).where('seq', '=', head.seq).execute();
+    await tx
+      .insertInto('object_versions')
+      .values({ version_id: markerId, bucket_id: bucket.id, key, file_id: null, mimetype: null, is_head: 1, tags: '{}', created: now, updated: now })
+      .execute();
+    const marker = (await findVersion(tx, bucket.id, key, markerId))!;
+    const deleted = head && head.fileId !== null ? { ...head, isHead: false } : null;
+    if (deleted) await ctx.outbox?.record(tx, 'file-deleted', { obj: deleted, kind: 'soft' });
+    return { deleted, marker };
+  });
+  if (result.deleted) ctx.signals.send('file-deleted', { obj: result.deleted, kind: 'soft' });
+  return result;
+}
+
+/**
  * Hard delete of one version. Refused (409) when its file instance is shared with another version
  * (after a snapshot); otherwise the version and its file instance go in one transaction, the bucket
  * size drops by the file's size once, the newest remaining version becomes head if this one was,
@@ -331,9 +405,12 @@ export async function hardDeleteVersion(ctx: DomainContext, bucketId: string, ke
     }
     await tx.deleteFrom('object_versions').where('seq', '=', v.seq).execute();
     if (v.file) {
-      await tx.updateTable('buckets').set({ size: sql`size - ${v.file.size}` }).where('id', '=', bucket.id).execute();
+      await removeStored(tx, bucket.id, v.file.size);
+      // Its further copies go with it.
+      const copies = await tx.deleteFrom('file_copies').where('file_id', '=', v.file.id).returning('uri').execute();
       await tx.deleteFrom('files').where('id', '=', v.file.id).execute();
       if (v.file.uri) await ctx.queue.enqueue(tx, 'remove-file-data', { uri: v.file.uri });
+      for (const c of copies) await ctx.queue.enqueue(tx, 'remove-file-data', { uri: c.uri });
     }
     if (v.isHead) {
       const newest = await tx
@@ -374,7 +451,7 @@ function encodeCursor(v: unknown[]): string {
 function decodeCursor(s: string, shape: 'key' | 'key-seq'): [string, number] {
   try {
     const v = JSON.parse(Buffer.from(s, 'base64url').toString('utf8')) as unknown;
-    if (Array.isArray(v) && typeof v[0] === 'string' && (shape === 'key' ? v.length === 1 : v.length === 2 && Number.isSafeInteger(v[1]))) {
+    if (Array.isArray(v) && typeof v[0] === 'string' && keyTextProblem(v[0]) === null && (shape === 'key' ? v.length === 1 : v.length === 2 && Number.isSafeInteger(v[1]))) {
       return [v[0], (v[1] as number) ?? 0];
     }
   } catch {

@@ -15,6 +15,9 @@ export function toBucket(r: Selectable<BucketTable>): Bucket {
     reservedSize: r.reserved_size,
     quotaSize: r.quota_size,
     maxFileSize: r.max_file_size,
+    name: r.name ?? null,
+    publicRead: r.public_read === 1,
+    copies: r.copies ?? null,
     locked: r.locked === 1,
     deleted: r.deleted === 1,
     created: r.created,
@@ -126,16 +129,20 @@ function versionWith<F>(r: Selectable<ObjectVersionTable>, file: F): Omit<Object
   };
 }
 
-/** Columns of a listing page: a version and its file's size and checksum. */
+/** Columns of a listing page: a version and its file's size, checksum and last integrity check. */
 export const LISTED_VERSION_COLUMNS = [
   ...VERSION_COLUMNS,
   'files.size as f_size',
   'files.checksum as f_checksum',
+  'files.last_check_at as f_last_check_at',
+  'files.last_check as f_last_check',
 ] as const;
 
 export interface ListedVersionRow extends Selectable<ObjectVersionTable> {
   f_size: number | null;
   f_checksum: string | null;
+  f_last_check_at: number | null;
+  f_last_check: number | null;
 }
 
 /** Tags as stored (a JSON object); most versions have none. */
@@ -144,5 +151,10 @@ function parseTags(json: string): Record<string, string> {
 }
 
 export function toListedVersion(r: ListedVersionRow): ListedVersion {
-  return versionWith(r, r.file_id === null ? null : { size: r.f_size ?? 0, checksum: r.f_checksum });
+  return versionWith(
+    r,
+    r.file_id === null
+      ? null
+      : { size: r.f_size ?? 0, checksum: r.f_checksum, lastCheckAt: r.f_last_check_at, lastCheck: r.f_last_check === null ? null : Number(r.f_last_check) === 1 },
+  );
 }

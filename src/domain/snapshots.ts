@@ -8,6 +8,7 @@ import type { DomainContext } from './context.js';
 import type { Bucket } from './models.js';
 import { commitNewVersion, findHead, softDeleteObject } from './objects.js';
 import { toBucket } from './rows.js';
+import { addCopied, assertWritable, EMPTY_ACCOUNT } from './ledger.js';
 
 const PAGE = 1000;
 
@@ -41,7 +42,7 @@ export async function snapshotBucket(ctx: DomainContext, sourceId: string, opts:
     await tx
       .insertInto('buckets')
       .values({
-        id, default_location: src.defaultLocation, default_storage_class: src.defaultStorageClass, size: 0, reserved_size: 0,
+        id, default_location: src.defaultLocation, default_storage_class: src.defaultStorageClass, ...EMPTY_ACCOUNT,
         quota_size: src.quotaSize, max_file_size: src.maxFileSize, locked: 0, deleted: 0, created: now, updated: now,
       })
       .execute();
@@ -61,7 +62,8 @@ export async function snapshotBucket(ctx: DomainContext, sourceId: string, opts:
       if (rows.length < PAGE) break;
     }
     const locked = opts.lock ?? src.locked;
-    await tx.updateTable('buckets').set({ size: total, locked: locked ? 1 : 0 }).where('id', '=', id).execute();
+    await addCopied(tx, id, total);
+    await tx.updateTable('buckets').set({ locked: locked ? 1 : 0 }).where('id', '=', id).execute();
   });
   return toBucket((await ctx.db.selectFrom('buckets').selectAll().where('id', '=', id).executeTakeFirstOrThrow()));
 }
@@ -84,7 +86,7 @@ export async function syncBuckets(ctx: DomainContext, sourceId: string, destId: 
   if (src.deleted) throw new AppError('BUCKET_DELETED', { id: sourceId });
   const dst = await findBucket(ctx.db, destId);
   if (!dst || dst.deleted) throw new AppError('BUCKET_NOT_FOUND');
-  if (dst.locked) throw new AppError('BUCKET_LOCKED');
+  assertWritable(dst);
   const changes: SyncChange[] = [];
   const heads = (bucketId: string, after: string | null) => headsPage(ctx.db, bucketId, after, true);
   for (let after: string | null = null; ; ) {

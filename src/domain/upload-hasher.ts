@@ -1,15 +1,11 @@
-import { Worker } from 'node:worker_threads';
 import type { Logger } from 'pino';
 import type { Db } from '../db/schema.js';
-
-interface Reply {
-  seq: number;
-  ok: boolean;
-  value: string | null;
-}
+import type { RunningDigests } from '../storage/backend.js';
 
 interface Cursor {
-  path: string;
+  /** The backend's running digests, and the stored file's URI. */
+  digests: RunningDigests;
+  uri: string;
   partSize: number;
   size: number;
   lastPartNumber: number;
@@ -22,9 +18,10 @@ interface Cursor {
 }
 
 /**
- * Computes the MD5 of a multipart upload's whole file in order as contiguous parts are stored, in a
- * worker thread, so completion does not re-read the file. Only for backends that write parts in
- * place into a local file (fs). State is in memory: after a restart, or when the completion runs in
+ * Computes the MD5 of a multipart upload's whole file in order as contiguous parts are stored,
+ * through the backend's optional `runningDigests` capability (fs: a worker thread reading the local
+ * file), so completion does not re-read the file. Only for backends that offer it (they write parts
+ * in place). State is in memory: after a restart, or when the completion runs in
  * another process, completion falls back to reading the file once.
  *
  * Correctness does not depend on timing. A part's row is written only once its bytes are durable,
@@ -41,48 +38,18 @@ function partRecord(p: { checksum: string; updated: number }): string {
 
 export class UploadHasher {
   readonly #cursors = new Map<string, Cursor>();
-  readonly #waiting = new Map<number, (r: Reply) => void>();
-  #worker: Worker | null = null;
-  #seq = 0;
   /** Completions that used the running digest, and those that had to read the file (observability, tests). */
   readonly stats = { digestUsed: 0, fileReread: 0 };
 
   constructor(private readonly db: Db, private readonly log: Logger, private readonly maxUploads = 1000) {}
 
-  #thread(): Worker {
-    if (!this.#worker) {
-      this.#worker = new Worker(new URL('../storage/fs/hash-thread.js', import.meta.url));
-      this.#worker.unref();
-      this.#worker.on('message', (r: Reply) => {
-        this.#waiting.get(r.seq)?.(r);
-        this.#waiting.delete(r.seq);
-      });
-      this.#worker.on('error', (e) => {
-        this.log.error({ err: e }, 'hash thread failed');
-        for (const c of this.#cursors.values()) c.broken = true;
-        for (const w of this.#waiting.values()) w({ seq: -1, ok: false, value: String(e) });
-        this.#waiting.clear();
-        this.#worker = null;
-      });
-    }
-    return this.#worker;
-  }
-
-  #call(msg: Record<string, unknown>): Promise<Reply> {
-    const seq = ++this.#seq;
-    return new Promise((resolve) => {
-      this.#waiting.set(seq, resolve);
-      this.#thread().postMessage({ ...msg, seq });
-    });
-  }
-
   /** A part of this upload was stored and recorded: hash forward as far as parts are contiguous. */
-  partStored(upload: { id: string; size: number; partSize: number; lastPartNumber: number }, path: string, partNumber: number): void {
+  partStored(upload: { id: string; size: number; partSize: number; lastPartNumber: number }, digests: RunningDigests, uri: string, partNumber: number): void {
     let c = this.#cursors.get(upload.id);
     if (!c) {
       // Cursors of uploads completed elsewhere are never finished here: evict the oldest.
       if (this.#cursors.size >= this.maxUploads) this.forget(this.#cursors.keys().next().value!);
-      c = { path, partSize: upload.partSize, size: upload.size, lastPartNumber: upload.lastPartNumber, next: 0, partRecords: [], running: null, broken: false };
+      c = { digests, uri, partSize: upload.partSize, size: upload.size, lastPartNumber: upload.lastPartNumber, next: 0, partRecords: [], running: null, broken: false };
       this.#cursors.set(upload.id, c);
     }
     if (partNumber < c.next) c.broken = true; // re-sent after it was hashed
@@ -94,18 +61,15 @@ export class UploadHasher {
       while (!c.broken && c.next <= c.lastPartNumber) {
         const row = await this.db
           .selectFrom('parts')
-          .select(['checksum', 'updated'])
+          .select(['checksum', 'updated', 'size'])
           .where('upload_id', '=', id)
           .where('part_number', '=', c.next)
           .executeTakeFirst();
         if (!row) return;
         const start = c.next * c.partSize;
-        const end = Math.min(start + c.partSize, c.size);
-        const r = await this.#call({ type: 'range', id, path: c.path, start, end });
-        if (!r.ok || !r.value) {
-          c.broken = true;
-          return;
-        }
+        // S3 door parts carry their size (the upload's total is known only at completion).
+        const end = row.size !== null && row.size !== undefined ? start + Number(row.size) : Math.min(start + c.partSize, c.size);
+        await c.digests.extend(id, c.uri, start, end);
         c.partRecords[c.next] = partRecord(row);
         c.next++;
       }
@@ -133,10 +97,11 @@ export class UploadHasher {
         c.running = this.#advance(uploadId, c);
         await c.running;
       }
+      // An S3 door upload may have hashed parts beyond the completed list: then the digest is not the file's.
       const complete =
-        !c.broken && c.next === c.lastPartNumber + 1 && recorded.length === c.next && recorded.every((p) => c.partRecords[p.partNumber] === partRecord(p));
-      const r = await this.#call({ type: 'digest', id: uploadId });
-      const digest = complete && r.ok && r.value ? `md5:${r.value}` : null;
+        !c.broken && recorded.length === c.next && recorded.every((p) => c.partRecords[p.partNumber] === partRecord(p));
+      const hex = await c.digests.digest(uploadId).catch(() => null);
+      const digest = complete && hex ? `md5:${hex}` : null;
       this.stats[digest ? 'digestUsed' : 'fileReread']++;
       return digest;
     } finally {
@@ -145,13 +110,12 @@ export class UploadHasher {
   }
 
   forget(uploadId: string): void {
-    if (this.#cursors.delete(uploadId) && this.#worker) this.#worker.postMessage({ type: 'drop', id: uploadId });
+    const c = this.#cursors.get(uploadId);
+    if (c && this.#cursors.delete(uploadId)) c.digests.drop(uploadId);
   }
 
+  /** Forgets every upload (the backends' digests end with the backends). */
   async close(): Promise<void> {
-    const w = this.#worker;
-    this.#worker = null;
-    this.#cursors.clear();
-    if (w) await w.terminate();
+    for (const id of [...this.#cursors.keys()]) this.forget(id);
   }
 }

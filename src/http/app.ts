@@ -5,42 +5,22 @@ import { AppError, ERRORS } from '../errors.js';
 import { isConnectionError } from '../db/database.js';
 import type { DomainContext } from '../domain/context.js';
 import type { PermissionPolicy } from '../auth/permissions.js';
-import { Authorizer } from './auth.js';
-import { bucketRoutes } from './routes/buckets.js';
-import { objectRoutes } from './routes/objects.js';
-import { multipartHandlers, type MultipartHandlers } from './routes/multipart.js';
-import { rawUploadAdapter, type UploadAdapter } from './upload.js';
-import { rawPartAdapter, type PartAdapter } from './part-adapters.js';
-import { ngFileUploadAdapter, ngFileUploadPartAdapter } from './ng-file-upload.js';
+import { Authorizer, bearerOrAccessToken, bearerToken } from './auth.js';
+import { loadServerKeys } from '../auth/server-key.js';
+import { httpDeps } from './deps.js';
+import { restRoutes } from './dispatch.js';
+import { tusRoutes } from './tus/routes.js';
 import { healthRoutes, type Readiness } from './routes/health.js';
+import { adminRoutes } from './routes/admin.js';
 import { registerProtection } from './protection.js';
 import { registerMetrics } from './metrics.js';
 import { registerOpenApi } from './openapi.js';
-import { clientErrorHandler } from './client-errors.js';
-
-export interface HttpDeps {
-  ctx: DomainContext;
-  auth: Authorizer;
-  prefix: string;
-  uploadAdapters: readonly UploadAdapter[];
-  partAdapters: readonly PartAdapter[];
-  multipart: MultipartHandlers;
-  listUploads: MultipartHandlers['listUploads'];
-}
-
-const UPLOAD_ADAPTERS: Record<string, UploadAdapter> = { raw: rawUploadAdapter, 'ng-file-upload': ngFileUploadAdapter };
-const PART_ADAPTERS: Record<string, PartAdapter> = { raw: rawPartAdapter, 'ng-file-upload': ngFileUploadPartAdapter };
-
-function pick<T>(names: readonly string[], table: Record<string, T>, setting: string): T[] {
-  return names.map((n) => {
-    const a = table[n];
-    if (!a) throw new Error(`${setting}: unknown adapter ${JSON.stringify(n)} (known: ${Object.keys(table).join(', ')})`);
-    return a;
-  });
-}
+import { registerConsole } from './console.js';
+import { answerNodeRefusals, clientErrorHandler } from './client-errors.js';
+import { logSerializers } from '../util/redact.js';
 
 const STOCK_MESSAGES: Record<number, string> = {
-  400: 'The browser (or proxy) sent a request that this server could not understand.',
+  400: ERRORS.MALFORMED_REQUEST.message,
   404: ERRORS.NOT_FOUND.message,
   405: ERRORS.METHOD_NOT_ALLOWED.message,
   413: 'The request body is too large.',
@@ -50,14 +30,20 @@ const STOCK_MESSAGES: Record<number, string> = {
 /** Builds the HTTP application: parsing, authorisation and serialisation around the domain. */
 export function buildHttpApp(ctx: DomainContext, policy: PermissionPolicy, log: Logger, readiness: Readiness): FastifyInstance {
   const app = Fastify({
-    loggerInstance: log as unknown as FastifyBaseLogger,
+    // Whatever logger the service was given, requests and errors are logged through the redacting
+    // serializers (no credential from a URL in the log).
+    loggerInstance: log.child({}, { serializers: logSerializers }) as unknown as FastifyBaseLogger,
     genReqId: (req) => {
       const given = req.headers['x-request-id'];
       return typeof given === 'string' && /^[\w.:-]{1,128}$/.test(given) ? given : randomUUID();
     },
     // Bodies are streamed by the handlers themselves; nothing is buffered by the framework.
     bodyLimit: 1024 * 1024,
-    return503OnClosing: true,
+    // Requests arriving while the server closes get SHUTTING_DOWN (below), in the catalogue's shape.
+    return503OnClosing: false,
+    // A request without Host is refused by the onRequest hook below, with a JSON body (Node's own
+    // refusal has none).
+    http: { requireHostHeader: false },
     forceCloseConnections: 'idle',
     routerOptions: { ignoreDuplicateSlashes: false, maxParamLength: 2000 },
     // FILES_REST_TRUST_PROXY: believe X-Forwarded-For (client address, rate limits) only from these.
@@ -72,6 +58,12 @@ export function buildHttpApp(ctx: DomainContext, policy: PermissionPolicy, log: 
     },
   });
 
+  answerNodeRefusals(app.server);
+  let closing = false;
+  app.addHook('preClose', async () => {
+    closing = true;
+  });
+
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', (_req, _payload, done) => done(null, undefined));
 
@@ -79,6 +71,13 @@ export function buildHttpApp(ctx: DomainContext, policy: PermissionPolicy, log: 
   app.addHook('onRequest', async (req, reply) => {
     reply.header('x-request-id', req.id);
     reply.header('x-content-type-options', 'nosniff');
+    if (closing) {
+      reply.header('connection', 'close');
+      throw new AppError('SHUTTING_DOWN', {}, { headers: { 'retry-after': '1' } });
+    }
+    if (req.headers.host === undefined && req.raw.httpVersion !== '1.0') {
+      throw new AppError('INVALID_HEADER', { header: 'Host', reason: 'an HTTP/1.1 request must have one' });
+    }
     if (max !== null) {
       const cl = req.headers['content-length'];
       if (cl !== undefined && /^\d+$/.test(cl) && Number(cl) > max) {
@@ -122,28 +121,23 @@ export function buildHttpApp(ctx: DomainContext, policy: PermissionPolicy, log: 
     reply.code(404).type('application/json').send(JSON.stringify({ status: 404, message: ERRORS.NOT_FOUND.message }));
   });
 
-  const prefix = ctx.config.urlPrefix;
-  const auth = new Authorizer(policy);
-  const partial = { ctx, auth, prefix };
-  const multipart = multipartHandlers(partial as HttpDeps);
-  const deps: HttpDeps = {
-    ...partial,
-    uploadAdapters: pick(ctx.config.uploadFactories, UPLOAD_ADAPTERS, 'FILES_REST_UPLOAD_FACTORIES'),
-    partAdapters: pick(ctx.config.multipartPartFactories, PART_ADAPTERS, 'FILES_REST_MULTIPART_PART_FACTORIES'),
-    multipart,
-    listUploads: multipart.listUploads,
-  };
-  Object.assign(partial, deps);
+  // `?access_token=` (invenio and Zenodo scripts) is read under the token factory only.
+  const auth = new Authorizer(policy, policy.name === 'token' ? bearerOrAccessToken : bearerToken);
+  // Signed URLs are signed with a key derived from the server key (made beside a SQLite database when unset).
+  const deps = httpDeps(ctx, auth, loadServerKeys(ctx.config, log, { create: true }));
   // Operator endpoints at the server root: /metrics (request hooks on every route), /openapi.json.
   registerMetrics(app, ctx);
   registerOpenApi(app, ctx.config);
   healthRoutes(app, readiness);
+  // The web console's static files at {prefix}/console/ (FILES_REST_CONSOLE).
+  registerConsole(app, ctx.config.urlPrefix, ctx.config.console);
   registerProtection(app, ctx.config, auth);
   // The API routes live in a child context registered after the protection plugins (CORS, rate
   // limit), so that those plugins' hooks apply to them.
   app.register(async (api) => {
-    bucketRoutes(api, deps);
-    objectRoutes(api, deps);
+    restRoutes(api, deps);
+    tusRoutes(api, deps);
+    adminRoutes(api, deps);
   });
   return app;
 }

@@ -1,6 +1,5 @@
 import type { OutgoingHttpHeaders } from 'node:http';
 import { isAbsolute, relative, sep } from 'node:path';
-import type { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { AppError, isAppError } from '../errors.js';
@@ -8,14 +7,12 @@ import type { DomainContext } from '../domain/context.js';
 import type { ObjectVersion } from '../domain/models.js';
 import { sanitizeMimetype } from '../domain/mimetype.js';
 import { basename } from '../domain/keys.js';
-import { isStorageError, type ByteRange, type FileReader } from '../storage/backend.js';
-import { pumpFile } from './file-pump.js';
+import type { ByteRange } from '../storage/backend.js';
+import { openContent, readFailed, servableFile } from '../domain/reads.js';
+import { pumpFile, VerifyingStream } from './file-pump.js';
 import { httpDate } from '../util/time.js';
 import { getLocationById } from '../domain/locations.js';
 import type { FileInstance } from '../domain/models.js';
-
-/** Downloads up to this size are read into memory in one go instead of streamed. */
-const SMALL_READ = 64 * 1024;
 
 /** Headers that stop a browser from rendering or running what it downloads from us. */
 export const SECURITY_HEADERS: Record<string, string> = {
@@ -52,8 +49,14 @@ function parseDate(h: string | undefined): number | null {
   return Number.isNaN(t) ? null : Math.floor(t / 1000);
 }
 
-/** Parses `Range: bytes=…` for a file of `size` bytes: a range, 'ignore' or 'unsatisfiable'. */
+/**
+ * Parses `Range: bytes=…` for a file of `size` bytes: a range, 'ignore' or 'unsatisfiable'.
+ * A range unit other than `bytes` (`items=0-1`) is ignored, as RFC 9110 §14.2 requires: 200 and the
+ * whole file.
+ */
 export function parseRange(header: string, size: number): ByteRange | 'ignore' | 'unsatisfiable' {
+  const unit = /^\s*([!#$%&'*+.^_`|~0-9A-Za-z-]+)\s*=/.exec(header);
+  if (unit && unit[1]!.toLowerCase() !== 'bytes') return 'ignore';
   const m = /^\s*bytes\s*=\s*(.+)$/i.exec(header);
   if (!m) return 'unsatisfiable';
   const specs = m[1]!.split(',').map((s) => s.trim());
@@ -73,7 +76,8 @@ export function parseRange(header: string, size: number): ByteRange | 'ignore' |
 }
 
 /**
- * Answers a download: sanitised type, disposition, checksum headers (ETag, Content-MD5 in base64,
+ * Answers a download of a version the domain resolved (reads.ts decides whether its bytes may be
+ * served and opens them): sanitised type, disposition, checksum headers (ETag, Content-MD5 in base64,
  * Repr-Digest), conditional requests (304/412) and single byte ranges (206/416).
  * The download signal is sent only when bytes were actually served.
  */
@@ -84,10 +88,8 @@ export async function sendDownload(
   version: ObjectVersion,
   opts: { attachment: boolean },
 ): Promise<FastifyReply> {
-  const file = version.file;
-  if (!file) throw new AppError('VERSION_IS_DELETE_MARKER');
-  if (!file.readable || !file.uri) throw new AppError('STORAGE_UNAVAILABLE');
-  if (file.lastCheck === false && !ctx.config.serveCorruptedFiles) throw new AppError('FILE_CORRUPTED');
+  // The domain's rules: a delete marker, an unreadable or corrupted file is refused (reads.ts).
+  const file = servableFile(ctx, version);
   const served = sanitizeMimetype(version.mimetype, version.key);
   const etag = `"${file.checksum}"`;
   const lastModifiedSec = Math.floor(file.updated / 1_000_000);
@@ -110,10 +112,14 @@ export async function sendDownload(
 
   // Preconditions (RFC 9110 §13.2.2 order).
   const h = req.headers;
-  if (h['if-match'] !== undefined && !etagMatches(h['if-match'], etag, false)) throw new AppError('PRECONDITION_FAILED');
+  if (h['if-match'] !== undefined && !etagMatches(h['if-match'], etag, false)) {
+    throw new AppError('PRECONDITION_FAILED', { reason: `the object's current ETag is ${etag} (If-Match)` });
+  }
   if (h['if-match'] === undefined) {
     const ius = parseDate(h['if-unmodified-since']);
-    if (ius !== null && lastModifiedSec > ius) throw new AppError('PRECONDITION_FAILED');
+    if (ius !== null && lastModifiedSec > ius) {
+      throw new AppError('PRECONDITION_FAILED', { reason: `the object was modified since then, at ${httpDate(file.updated)} (If-Unmodified-Since)` });
+    }
   }
   if (h['if-none-match'] !== undefined) {
     if (etagMatches(h['if-none-match'], etag, true)) return reply.code(304).send();
@@ -163,15 +169,9 @@ export async function sendDownload(
   else reply.code(200);
   if (req.method === 'HEAD') return reply.send();
 
-  const backend = ctx.storage.forUri(file.uri);
-  const whole = range ?? { start: 0, end: file.size - 1 };
-  if (length > SMALL_READ && backend.openReader) {
-    let reader: FileReader;
-    try {
-      reader = await backend.openReader(file.uri);
-    } catch (e) {
-      throw storageFailure(ctx, file, e);
-    }
+  const content = await openContent(ctx, file, range);
+  if (content.kind === 'reader') {
+    const { reader } = content;
     // The head goes out as set above; the body is pumped through two recycled buffers (file-pump.ts).
     // A head Node refuses (an invalid header value) is still an ordinary error: the reply is only
     // hijacked once the head is accepted. Fastify still runs the onResponse hooks of a hijacked reply.
@@ -184,34 +184,26 @@ export async function sendDownload(
     }
     reply.hijack();
     res.once('finish', () => ctx.signals.send('file-downloaded', { obj: version, bytes: length }));
-    pumpFile(reader, res, whole)
-      .catch((e: unknown) => {
-        if (!res.destroyed) ctx.log.error({ err: e, fileId: file.id, uri: file.uri }, 'download broken off');
+    pumpFile(reader, res, content.range, undefined, content.checksum)
+      .catch(async (e: unknown) => {
+        if (!res.destroyed) {
+          ctx.log.error({ err: e, fileId: file.id, uri: content.copy.uri }, 'download broken off');
+          // A copy found short or wrong is recorded before the client sees the break: its next request gets a good copy.
+          await readFailed(ctx, file, content.copy, e);
+        }
         res.destroy();
       })
       .finally(() => reader.close());
     return reply;
   }
-  let body: Readable | Buffer | null;
-  try {
-    if (length === 0) body = null;
-    else if (length <= SMALL_READ && backend.readRange) body = await backend.readRange(file.uri, whole);
-    else body = await backend.open(file.uri, range ?? undefined);
-  } catch (e) {
-    throw storageFailure(ctx, file, e);
-  }
   reply.raw.once('finish', () => ctx.signals.send('file-downloaded', { obj: version, bytes: length }));
-  return reply.send(body ?? '');
-}
-
-/** What a client is told when the stored bytes cannot be read. */
-function storageFailure(ctx: DomainContext, file: FileInstance, e: unknown): AppError {
-  if (isAppError(e)) return e;
-  if (isStorageError(e, 'missing')) {
-    ctx.log.error({ err: e, fileId: file.id, uri: file.uri }, 'stored file is missing');
-    return new AppError('FILE_MISSING', {}, { cause: e });
+  if (content.kind === 'stream' && content.checksum) {
+    const { stream, copy } = content;
+    const verifying = new VerifyingStream(content.checksum, (e) => readFailed(ctx, file, copy, e));
+    stream.on('error', (e) => verifying.destroy(e));
+    return reply.send(stream.pipe(verifying));
   }
-  return new AppError('STORAGE_UNAVAILABLE', {}, { cause: e });
+  return reply.send(content.kind === 'empty' ? '' : content.kind === 'buffer' ? content.data : content.stream);
 }
 
 /** Reserved first segment (not a possible location name) for proxied URLs such as S3 presigned ones. */

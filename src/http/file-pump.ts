@@ -1,5 +1,8 @@
 import type { ServerResponse } from 'node:http';
+import { createHash } from 'node:crypto';
+import { Transform, type TransformCallback } from 'node:stream';
 import { readExactly, type ByteRange, type FileReader } from '../storage/backend.js';
+import { ChecksumMismatchOnRead } from '../domain/reads.js';
 
 /** Bytes per read: 1 MiB streams about three times faster than Node's 64 KiB default. */
 export const PUMP_CHUNK = 1024 * 1024;
@@ -20,7 +23,11 @@ function write(res: ServerResponse, chunk: Buffer): Promise<void> {
  * Rejects when the file ends early, a read fails or the client goes away; the caller destroys the
  * response then, so the client sees a truncated body and never a complete-looking one.
  */
-export async function pumpFile(reader: FileReader, res: ServerResponse, range: ByteRange, chunkSize = PUMP_CHUNK): Promise<void> {
+export async function pumpFile(reader: FileReader, res: ServerResponse, range: ByteRange, chunkSize = PUMP_CHUNK, checksum: string | null = null): Promise<void> {
+  // With `checksum` (a whole file, FILES_REST_CHECK_DOWNLOADS=all) every byte is hashed before it is
+  // written, and the last chunk is written only once the digest matches: a corrupt copy's body is
+  // broken off short, never complete-looking.
+  const hash = checksum ? createHash('md5') : null;
   const length = range.end - range.start + 1;
   const size = Math.min(chunkSize, length);
   const buffers = [Buffer.allocUnsafe(size), length > size ? Buffer.allocUnsafe(size) : null];
@@ -35,6 +42,16 @@ export async function pumpFile(reader: FileReader, res: ServerResponse, range: B
     const buffer = buffers[turn]!;
     const count = Math.min(size, left);
     await readExactly(reader, buffer, count, position);
+    if (hash) {
+      hash.update(count === buffer.length ? buffer : buffer.subarray(0, count));
+      if (count === left) {
+        const found = `md5:${hash.digest('hex')}`;
+        if (found !== checksum) {
+          if (writing) await writing.catch(() => {});
+          throw new ChecksumMismatchOnRead(found);
+        }
+      }
+    }
     if (writing) await writing;
     if (res.destroyed) throw new Error('the client went away');
     writing = Promise.race([write(res, count === buffer.length ? buffer : buffer.subarray(0, count)), gone]);
@@ -46,4 +63,32 @@ export async function pumpFile(reader: FileReader, res: ServerResponse, range: B
   }
   if (writing) await writing;
   res.end();
+}
+
+/**
+ * A stream stage that hashes a whole file as it passes and holds its last chunk back until the end:
+ * the last chunk goes out only when the MD5 matches `checksum`; otherwise the stream fails (and the
+ * response is destroyed short of its Content-Length) after `onMismatch` has run.
+ */
+export class VerifyingStream extends Transform {
+  readonly #hash = createHash('md5');
+  #held: Buffer | null = null;
+  constructor(private readonly checksum: string, private readonly onMismatch: (e: ChecksumMismatchOnRead) => Promise<void>) {
+    super();
+  }
+  override _transform(chunk: Buffer, _enc: BufferEncoding, cb: TransformCallback): void {
+    this.#hash.update(chunk);
+    const out = this.#held;
+    this.#held = chunk;
+    cb(null, out ?? undefined);
+  }
+  override _flush(cb: TransformCallback): void {
+    const found = `md5:${this.#hash.digest('hex')}`;
+    if (found === this.checksum) {
+      cb(null, this.#held ?? undefined);
+      return;
+    }
+    const e = new ChecksumMismatchOnRead(found);
+    this.onMismatch(e).then(() => cb(e), () => cb(e));
+  }
 }

@@ -11,10 +11,13 @@ export function encodeKey(key: string): string {
 /** Absolute URLs for links: FILES_REST_BASE_URL when set, otherwise the request's scheme and Host. */
 export class Links {
   readonly root: string;
+  /** `{base}/admin`: the operator endpoints (routes/admin.ts). */
+  readonly admin: string;
   /** `origin` when there is no request (admin commands): FILES_REST_BASE_URL still wins. */
   constructor(config: Config, req: FastifyRequest | { origin: string }) {
     const origin = config.baseUrl ?? ('origin' in req ? req.origin : `${req.protocol}://${req.host}`);
     this.root = `${origin}${config.urlPrefix}/files`;
+    this.admin = `${origin}${config.urlPrefix}/admin`;
   }
   bucket(id: string): string {
     return `${this.root}/${id}`;

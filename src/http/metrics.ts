@@ -1,7 +1,9 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { poolStats } from '../db/database.js';
+import { queueDepth as countTasksByState } from '../tasks/queue.js';
 import type { DomainContext } from '../domain/context.js';
+import { replicationLag } from '../domain/replicas.js';
 
 /**
  * Prometheus metrics at GET /metrics (server root, outside FILES_REST_URL_PREFIX, no credential;
@@ -27,6 +29,32 @@ const DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 1
 
 export interface Metrics {
   registry: Registry;
+}
+
+/** One answered request of a door with its own listener (the S3 door), as the metrics count it. */
+export interface DoorRequest {
+  /** The door: `s3`. */
+  door: string;
+  /** The door's name for the operation (`PutObject`, `ListObjectsV2`, … or `Unknown`). */
+  operation: string;
+  status: number;
+  seconds: number;
+  /** Request body bytes received (a successful upload's Content-Length as sent). */
+  received: number;
+  /** Response body bytes sent (the answer's Content-Length). */
+  sent: number;
+}
+
+/** Where a door reports its requests; the registry is the main port's /metrics. */
+export interface DoorMetrics {
+  record(r: DoorRequest): void;
+}
+
+const doorMetricsOf = new WeakMap<DomainContext, DoorMetrics>();
+
+/** The door metrics of a service (null when FILES_REST_METRICS=0). */
+export function doorMetrics(ctx: DomainContext): DoorMetrics | null {
+  return doorMetricsOf.get(ctx) ?? null;
 }
 
 export function registerMetrics(app: FastifyInstance, ctx: DomainContext): Metrics | null {
@@ -64,7 +92,7 @@ export function registerMetrics(app: FastifyInstance, ctx: DomainContext): Metri
   });
   const downloadsInFlight = new Gauge({
     name: 'files_rest_downloads_in_flight',
-    help: 'GET requests being answered now.',
+    help: 'Object downloads (GET of an object\'s content) being answered now.',
     registers: [registry],
   });
   const queueDepth = new Gauge({
@@ -85,6 +113,17 @@ export function registerMetrics(app: FastifyInstance, ctx: DomainContext): Metri
     labelNames: ['result'] as const,
     registers: [registry],
   });
+  const belowPolicy = new Gauge({
+    name: 'files_rest_replication_lag',
+    help: 'Files below their replication policy (fewer good copies than their bucket requires), and their bytes, read from the database.',
+    labelNames: ['unit'] as const,
+    registers: [registry],
+  });
+  const noGoodCopy = new Gauge({
+    name: 'files_rest_files_without_good_copy',
+    help: 'Files of which no copy passes its integrity check: only a backup can restore them.',
+    registers: [registry],
+  });
   const dbUp = new Gauge({
     name: 'files_rest_database_up',
     help: '1 when the database answered the queries of this scrape, 0 when it did not.',
@@ -97,11 +136,57 @@ export function registerMetrics(app: FastifyInstance, ctx: DomainContext): Metri
     registers: [registry],
   });
 
+  const storageFull = new Counter({
+    name: 'files_rest_storage_full_total',
+    help: 'Uploads refused with 507 STORAGE_FULL: the file storage had no space left (ENOSPC, EDQUOT, or the object store\'s equivalent).',
+    registers: [registry],
+  });
+
+  const doorRequests = new Counter({
+    name: 'files_rest_door_requests_total',
+    help: 'Requests answered by a door with its own listener (door="s3"), by operation and status code.',
+    labelNames: ['door', 'operation', 'status'] as const,
+    registers: [registry],
+  });
+  const doorDuration = new Histogram({
+    name: 'files_rest_door_request_duration_seconds',
+    help: 'Time from the request to the end of the response of a door with its own listener, by door and operation.',
+    labelNames: ['door', 'operation'] as const,
+    buckets: DURATION_BUCKETS,
+    registers: [registry],
+  });
+  const doorReceived = new Counter({
+    name: 'files_rest_door_received_bytes_total',
+    help: 'Request body bytes of successful uploads through a door with its own listener (as sent: aws-chunked framing included).',
+    labelNames: ['door'] as const,
+    registers: [registry],
+  });
+  const doorSent = new Counter({
+    name: 'files_rest_door_sent_bytes_total',
+    help: 'Response body bytes sent by a door with its own listener (object content, listings and error documents).',
+    labelNames: ['door'] as const,
+    registers: [registry],
+  });
+  doorMetricsOf.set(ctx, {
+    record(r) {
+      doorRequests.inc({ door: r.door, operation: r.operation, status: String(r.status) });
+      doorDuration.observe({ door: r.door, operation: r.operation }, r.seconds);
+      if (r.received > 0) doorReceived.inc({ door: r.door }, r.received);
+      if (r.sent > 0) doorSent.inc({ door: r.door }, r.sent);
+    },
+  });
+
   const objectRoute = `${ctx.config.urlPrefix}/files/:bucketId/*`;
   const started = new WeakMap<FastifyRequest, bigint>();
+  // A GET of an object's content: not a listing, a part listing (?uploadId) or this endpoint's scrape.
+  const isObjectDownload = (req: FastifyRequest): boolean => {
+    if (req.method !== 'GET' || routeOf(req) !== objectRoute) return false;
+    const q = (req.query ?? {}) as Record<string, unknown>;
+    return q.uploadId === undefined && q.uploads === undefined;
+  };
   app.addHook('onRequest', async (req, reply) => {
     started.set(req, process.hrtime.bigint());
-    const gauge = req.method === 'PUT' ? uploadsInFlight : req.method === 'GET' ? downloadsInFlight : null;
+    const gauge = req.method === 'PUT' ? uploadsInFlight : isObjectDownload(req) ? downloadsInFlight : null;
     if (gauge) {
       gauge.inc();
       // 'close' comes exactly once, whether the response finished or the client went away.
@@ -115,6 +200,7 @@ export function registerMetrics(app: FastifyInstance, ctx: DomainContext): Metri
     const t0 = started.get(req);
     if (t0 !== undefined) duration.observe({ method: req.method, route }, Number(process.hrtime.bigint() - t0) / 1e9);
     if (req.method === 'PUT' && status >= 200 && status < 300) uploaded.inc(contentLength(req.headers['content-length']));
+    if (status === 507) storageFull.inc();
     // Object content only: not bucket listings, part listings or this endpoint (API JSON; stored
     // JSON files are served as text/plain, so a JSON answer is never object content).
     if (req.method === 'GET' && (status === 200 || status === 206) && route === objectRoute) {
@@ -134,8 +220,8 @@ export function registerMetrics(app: FastifyInstance, ctx: DomainContext): Metri
       pool.set({ state: 'waiting' }, stats.waiting);
     }
     try {
-      const [depth, failed, checks] = await Promise.all([
-        ctx.queue.depth(),
+      const [depth, failed, checks, lag] = await Promise.all([
+        countTasksByState(ctx.db),
         ctx.db
           .selectFrom('tasks')
           .select(['name', (eb) => eb.fn.countAll<number>().as('n')])
@@ -147,7 +233,11 @@ export function registerMetrics(app: FastifyInstance, ctx: DomainContext): Metri
           .select(['last_check', (eb) => eb.fn.countAll<number>().as('n')])
           .groupBy('last_check')
           .execute(),
+        replicationLag(ctx),
       ]);
+      belowPolicy.set({ unit: 'files' }, lag.files);
+      belowPolicy.set({ unit: 'bytes' }, lag.bytes);
+      noGoodCopy.set(lag.noGoodCopy);
       queueDepth.reset();
       for (const state of ['queued', 'running', 'done', 'failed']) queueDepth.set({ state }, depth[state] ?? 0);
       tasksFailed.reset();
@@ -165,6 +255,8 @@ export function registerMetrics(app: FastifyInstance, ctx: DomainContext): Metri
       queueDepth.reset();
       tasksFailed.reset();
       integrity.reset();
+      belowPolicy.reset();
+      noGoodCopy.reset();
       dbUp.set(0);
     }
   }

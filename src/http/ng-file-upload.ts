@@ -1,4 +1,4 @@
-import type { Readable } from 'node:stream';
+import { PassThrough, type Readable } from 'node:stream';
 import type { FastifyRequest } from 'fastify';
 import { Busboy } from '@fastify/busboy';
 import { AppError } from '../errors.js';
@@ -15,9 +15,15 @@ interface FormFile {
   mimeType: string | undefined;
 }
 
+const malformed = (e: Error) => new AppError('INVALID_UPLOAD_REQUEST', { reason: e.message.replace(/\.$/, '') });
+
 /**
  * Streams a multipart/form-data body until its `file` part begins, collecting the fields sent before
  * it (ng-file-upload sends its fields first). The file part is returned as a stream, never buffered.
+ *
+ * Every emitter here has an error handler: a form cut short (or a client gone) rejects the promise
+ * before the file part starts, and afterwards fails the returned stream with a 400 refusal
+ * (INVALID_UPLOAD_REQUEST, CLIENT_DISCONNECTED) that the upload passes on; nothing is left to throw.
  */
 function formFile(req: FastifyRequest): Promise<FormFile> {
   return new Promise((resolve, reject) => {
@@ -25,34 +31,83 @@ function formFile(req: FastifyRequest): Promise<FormFile> {
     try {
       bb = makeBusboy(req);
     } catch (e) {
-      reject(new AppError('INVALID_UPLOAD_REQUEST', { reason: (e as Error).message }));
+      reject(malformed(e as Error));
       return;
     }
     const fields: Record<string, string> = {};
+    // The file part as handed out: busboy's own stream errors are turned into refusals here.
+    const out = new PassThrough();
+    // The consumer may attach its handlers later (after a database round trip): never emit unheard.
+    out.on('error', () => {});
     let found = false;
+    let failed = false;
+    const fail = (err: AppError) => {
+      if (!found) return reject(err);
+      if (failed || out.writableFinished || out.destroyed) return;
+      failed = true;
+      // An error emitted before anyone reads would be missed by a consumer that pipes the stream
+      // afterwards (its pipe would then wait forever): deliver it once reading starts.
+      if (out.readableFlowing) return void out.destroy(err);
+      const deliver = () => out.destroy(err);
+      out.once('resume', deliver);
+      out.on('newListener', (event) => {
+        if (event === 'readable') process.nextTick(deliver);
+      });
+    };
     bb.on('field', (name: string, value: string) => {
       fields[name] = value;
     });
     bb.on('file', (name: string, stream: Readable, _filename: string, _enc: string, mimeType: string) => {
+      stream.on('error', (e: Error) => fail(malformed(e)));
       if (name !== 'file' || found) {
         stream.resume();
         return;
       }
       found = true;
-      resolve({ fields, stream, mimeType });
+      // The file ends only once the whole form has been parsed: a form cut short after its file part
+      // (no closing delimiter) is refused too, and no byte of it is stored.
+      stream.pipe(out, { end: false });
+      stream.once('end', () => {
+        fileEnded = true;
+        if (formEnded && !failed) out.end();
+      });
+      resolve({ fields, stream: out, mimeType });
     });
-    bb.on('error', (e: Error) => (found ? undefined : reject(new AppError('INVALID_UPLOAD_REQUEST', { reason: e.message }))));
+    let fileEnded = false;
+    let formEnded = false;
+    bb.on('error', (e: Error) => fail(malformed(e)));
     bb.on('finish', () => {
+      formEnded = true;
       if (!found) reject(new AppError('INVALID_UPLOAD_REQUEST', { reason: "the form has no 'file' part" }));
+      else if (fileEnded && !failed) out.end();
     });
-    req.raw.pipe(bb);
+    const raw = req.raw;
+    const onClose = () => {
+      if (!raw.complete) fail(new AppError('CLIENT_DISCONNECTED'));
+      raw.unpipe(bb);
+    };
+    raw.once('close', onClose);
+    raw.on('error', () => fail(new AppError('CLIENT_DISCONNECTED')));
+    raw.pipe(bb);
   });
 }
 
 function intField(fields: Record<string, string>, name: string): number {
   const v = fields[name];
   if (v === undefined || !/^\d+$/.test(v)) throw new AppError('INVALID_UPLOAD_REQUEST', { reason: `form field ${name} is missing or not a number` });
-  return Number(v);
+  const n = Number(v);
+  if (!Number.isSafeInteger(n)) throw new AppError('INVALID_UPLOAD_REQUEST', { reason: `form field ${name} is too large` });
+  return n;
+}
+
+/** Reads what the fields say; a refusal discards the file part (it is never read). */
+function withFile<T>(f: FormFile, read: (fields: Record<string, string>) => T): T {
+  try {
+    return read(f.fields);
+  } catch (e) {
+    f.stream.destroy();
+    throw e;
+  }
 }
 
 const isForm = (req: FastifyRequest) => /^multipart\/form-data/i.test(req.headers['content-type'] ?? '');
@@ -63,7 +118,8 @@ export const ngFileUploadAdapter: UploadAdapter = {
   async parse(req) {
     if (!isForm(req)) return null;
     const f = await formFile(req);
-    return { stream: f.stream, size: intField(f.fields, '_totalSize'), contentType: f.mimeType };
+    const size = withFile(f, (fields) => intField(fields, '_totalSize'));
+    return { stream: f.stream, size, contentType: f.mimeType };
   },
 };
 
@@ -73,7 +129,9 @@ export const ngFileUploadPartAdapter: PartAdapter = {
   async parse(req) {
     if (!isForm(req)) return null;
     const f = await formFile(req);
-    if (f.fields._chunkNumber === undefined) throw new AppError('NO_PART_DETECTED');
-    return { partNumber: intField(f.fields, '_chunkNumber'), stream: f.stream, size: intField(f.fields, '_currentChunkSize'), contentType: f.mimeType };
+    return withFile(f, (fields) => {
+      if (fields._chunkNumber === undefined) throw new AppError('NO_PART_DETECTED');
+      return { partNumber: intField(fields, '_chunkNumber'), stream: f.stream, size: intField(fields, '_currentChunkSize'), contentType: f.mimeType };
+    });
   },
 };

@@ -28,10 +28,11 @@ export const rawPartAdapter: PartAdapter = {
     const q = query(req);
     const v = one(q, 'partNumber') ?? one(q, 'part');
     if (v === undefined) return null;
-    if (!/^\d+$/.test(v)) throw new AppError('INVALID_PART_NUMBER');
     const size = contentLength(req);
     if (size === null) throw new AppError('CONTENT_LENGTH_REQUIRED');
-    return { partNumber: Number(v), stream: req.raw, size, contentType: req.headers['content-type'] };
+    // Not a number: NaN, which the domain refuses with the valid range of this upload.
+    const partNumber = /^-?\d+$/.test(v) ? Number(v) : NaN;
+    return { partNumber, stream: req.raw, size, contentType: req.headers['content-type'] };
   },
 };
 

@@ -1,6 +1,7 @@
 import type { FastifyRequest } from 'fastify';
 import { AppError, validationError } from '../errors.js';
 import { parseUuid } from '../util/ids.js';
+import { validateKeyFilter } from '../domain/keys.js';
 
 export type Query = Record<string, string | string[] | undefined>;
 
@@ -56,4 +57,21 @@ export function contentLength(req: FastifyRequest): number | null {
   const n = Number(v);
   if (!Number.isSafeInteger(n)) throw new AppError('INVALID_HEADER', { header: 'Content-Length', reason: 'too large' });
   return n;
+}
+
+/** A listing's `prefix` or `after`: key text (no control character, valid Unicode), or null when absent or empty. */
+export function keyFilterParam(q: Query, name: string): string | null {
+  const v = one(q, name);
+  if (v === undefined || v === '') return null;
+  validateKeyFilter(v, name);
+  return v;
+}
+
+/** The object key of a URL path segment, percent-decoded once as UTF-8 (Node refuses raw bytes above 0x7F in a path). */
+export function decodeKeySegment(segment: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    throw new AppError('INVALID_KEY', { reason: 'malformed percent-encoding' });
+  }
 }

@@ -3,6 +3,7 @@ import type { FastifyRequest } from 'fastify';
 import { AppError } from '../errors.js';
 import type { ExpectedDigest } from '../domain/objects.js';
 import { contentLength } from './query.js';
+import { watchBody, type UploadWatch } from './body-watch.js';
 
 /** What an upload adapter extracts from a request: the bytes and what is known about them. */
 export interface UploadRequest {
@@ -36,6 +37,13 @@ export const rawUploadAdapter: UploadAdapter = {
   },
 };
 
+export type { UploadWatch } from './body-watch.js';
+
+/** Watches an upload's body (PUT, multipart part, form upload): see `watchBody`. */
+export function watchUpload(req: FastifyRequest, idleSeconds: number): UploadWatch {
+  return watchBody(req.raw, idleSeconds, req.log);
+}
+
 export async function parseUpload(req: FastifyRequest, adapters: readonly UploadAdapter[]): Promise<UploadRequest> {
   for (const a of adapters) {
     const r = await a.parse(req);
@@ -52,7 +60,7 @@ function decodeMd5(value: string, header: string): Buffer {
 }
 
 const DIGEST_ALGOS: Record<string, ExpectedDigest['algorithm']> = { md5: 'md5', 'sha-256': 'sha256' };
-const DIGEST_LEN = { md5: 16, sha256: 32 } as const;
+const DIGEST_LEN: Record<string, number> = { md5: 16, sha256: 32 };
 
 /**
  * Digests the client sent to be checked: Content-MD5 (RFC 1864, hex tolerated) and RFC 9530
@@ -79,12 +87,32 @@ export function expectedDigests(req: FastifyRequest): ExpectedDigest[] {
   return out;
 }
 
-/** Tags from the tags header (query-string encoded, `a=1&b=two`). */
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+/** One percent-decoded component of the tags header; the header's bytes are read as UTF-8. */
+function tagText(s: string): string {
+  let text: string;
+  try {
+    // Node hands header bytes over as Latin-1 characters: back to bytes, then strictly UTF-8.
+    text = decodeURIComponent(utf8.decode(Buffer.from(s.replace(/\+/g, ' '), 'latin1')));
+  } catch {
+    throw new AppError('INVALID_TAGS');
+  }
+  // Stored as text on every database: no NUL (PostgreSQL cannot hold it) nor any other control character.
+  if (/[\u0000-\u001f\u007f]/.test(text)) throw new AppError('INVALID_TAGS');
+  return text;
+}
+
+/** Tags from the tags header (query-string encoded, `a=1&b=two`, UTF-8). */
 export function parseTags(value: string | string[] | undefined): Record<string, string> {
   if (value === undefined) return {};
   if (Array.isArray(value)) value = value.join('&');
   const tags: Record<string, string> = {};
-  for (const [k, v] of new URLSearchParams(value)) {
+  for (const pair of value.split('&')) {
+    if (pair === '') continue;
+    const eq = pair.indexOf('=');
+    const k = tagText(eq === -1 ? pair : pair.slice(0, eq));
+    const v = eq === -1 ? '' : tagText(pair.slice(eq + 1));
     if (k.length === 0 || k.length >= 256 || v.length === 0 || v.length >= 256) throw new AppError('INVALID_TAGS');
     if (Object.hasOwn(tags, k)) throw new AppError('DUPLICATE_TAG');
     tags[k] = v;

@@ -47,13 +47,29 @@ export interface FileReader {
 }
 
 /**
+ * Running MD5s over ranges of stored files, extended in order off the main thread (a backend that
+ * writes multipart parts in place into one readable file: fs). Each digest is named by the caller
+ * (an upload id). A backend offers it as `runningDigests`; multipart completion then need not read
+ * the whole file again.
+ */
+export interface RunningDigests {
+  /** Extends digest `id` with bytes [start, end) of the stored file `uri`. Rejects when they cannot all be read, or the digest was lost. */
+  extend(id: string, uri: string, start: number, end: number): Promise<void>;
+  /** The MD5 (hex) of everything `id` was extended with, or null when there is none (never extended, lost); forgets `id`. */
+  digest(id: string): Promise<string | null>;
+  /** Forgets digest `id`. */
+  drop(id: string): void;
+}
+
+/**
  * A storage backend keeps the bytes of file instances. It knows nothing of HTTP, buckets or keys:
  * it is given URIs it generated itself (`makeUri`) and streams.
  *
  * Required: `makeUri`, `initialize`, `open`, `save`, `update`, `delete`.
- * Optional capabilities (callers test for them): `readRange`, `openReader`, `sendFile`, `checksum`, `copy`, `stat`, `list`.
+ * Optional capabilities (callers test for them): `readRange`, `openReader`, `sendFile`, `runningDigests`, `copy`, `stat`,
+ * `list`, `removeAbandonedTemporaries`, `close`.
  * Hashing is not the backend's job: the upload pipeline hashes bytes as they pass
- * (see `storage/measure.ts`), so every backend produces the same checksums.
+ * (see `domain/receive.ts`), so every backend produces the same checksums.
  *
  * @example A backend module for FILES_REST_STORAGE_FACTORY=./my-backend.js
  * ```js
@@ -92,6 +108,13 @@ export interface StorageBackend {
    * that write parts in place (fs) have nothing to do and leave this out.
    */
   finalize?(uri: string, ref: string | null, parts: StoredPart[]): Promise<void>;
+  /**
+   * Cuts an initialised file (parts written in place) to `size` bytes: an S3 door upload whose parts
+   * reached further than the completed list. Backends without in-place parts leave this out.
+   */
+  truncate?(uri: string, size: number): Promise<void>;
+  /** The least size of a part but the last that `finalize` accepts (S3: 5 MiB); absent when any size will do. */
+  readonly minPartSize?: number;
   /** Drops an initialised file that will never be finalized (S3: AbortMultipartUpload). */
   abortInitialized?(uri: string, ref: string | null): Promise<void>;
 
@@ -107,6 +130,17 @@ export interface StorageBackend {
    * garbage collector must free (a third of a 1 GiB download's CPU went to that). Rejects like `open`.
    */
   openReader?(uri: string): Promise<FileReader>;
+  /**
+   * Running MD5s over ranges of files as multipart parts land (see RunningDigests). Only for a backend
+   * whose parts are written in place, readable as soon as `update` resolves, with no `finalize`.
+   */
+  readonly runningDigests?: RunningDigests;
+  /**
+   * Cuts an initialised file to `size` bytes. Offered only by a backend whose `update` writes in
+   * place at any offset, readable at once and durable when it resolves (fs): resumable (tus) uploads
+   * append to such a file and need nothing else; a location without it refuses them.
+   */
+  truncate?(uri: string, size: number): Promise<void>;
   /** Where a proxy can read the file from, for X-Accel-Redirect; absent when the backend cannot say. */
   sendFile?(uri: string): Promise<ProxyTarget>;
   /** Copies a stored file to a new URI of this backend without passing the bytes through Node. */
@@ -117,14 +151,30 @@ export interface StorageBackend {
   list?(locationUri: string): AsyncIterable<StoredObjectInfo>;
   /** Checks that the storage is reachable (readiness). */
   ping?(locationUri: string): Promise<void>;
+  /**
+   * Removes the temporary files of interrupted writes under a location that can be proven abandoned
+   * (their process is gone, or they are a day old); returns what it removed. Run at start-up.
+   */
+  removeAbandonedTemporaries?(locationUri: string, opts?: { signal?: AbortSignal }): Promise<string[]>;
+  /** At shutdown: lets writes in flight settle and removes what they leave behind. */
+  close?(): Promise<void>;
 }
 
-export type StorageErrorKind = 'missing' | 'unavailable';
+/** `full`: no space left (ENOSPC, EDQUOT, or the object store's equivalent); nothing was stored. */
+export type StorageErrorKind = 'missing' | 'unavailable' | 'full';
 
 export class StorageError extends Error {
   constructor(readonly kind: StorageErrorKind, message: string, options?: { cause?: unknown }) {
     super(message, options);
     this.name = 'StorageError';
+  }
+}
+
+/** A stored file shorter than its record says (truncated): an 'unavailable' StorageError callers can tell apart. */
+export class ShortReadError extends StorageError {
+  constructor(message: string) {
+    super('unavailable', message);
+    this.name = 'ShortReadError';
   }
 }
 
@@ -136,11 +186,29 @@ export async function readExactly(reader: FileReader, buffer: Buffer, length: nu
   let got = 0;
   while (got < length) {
     const n = await reader.read(buffer, got, length - got, position + got);
-    if (n === 0) throw new StorageError('unavailable', `the stored file ended at byte ${position + got}, ${length - got} bytes short`);
+    if (n === 0) throw new ShortReadError(`the stored file ended at byte ${position + got}, ${length - got} bytes short`);
     got += n;
   }
 }
 
 export function isStorageError(e: unknown, kind?: StorageErrorKind): e is StorageError {
   return e instanceof StorageError && (kind === undefined || e.kind === kind);
+}
+
+const FULL_ERRNOS = new Set(['ENOSPC', 'EDQUOT']);
+
+/** True for an errno that says the file system (or the user's quota on it) has no space left. */
+export function isNoSpaceErrno(e: unknown): boolean {
+  return FULL_ERRNOS.has((e as NodeJS.ErrnoException)?.code ?? '');
+}
+
+/**
+ * The storage refused bytes for lack of space: a StorageError of kind `full`, or an ENOSPC/EDQUOT
+ * anywhere in the error's cause chain (a custom backend that does not wrap its errors).
+ */
+export function isStorageFull(e: unknown): boolean {
+  for (let x: unknown = e, depth = 0; x && depth < 8; x = (x as { cause?: unknown }).cause, depth++) {
+    if (isStorageError(x, 'full') || isNoSpaceErrno(x)) return true;
+  }
+  return false;
 }

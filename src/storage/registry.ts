@@ -20,6 +20,11 @@ export class StorageRegistry {
   all(): readonly StorageBackend[] {
     return this.backends;
   }
+
+  /** At shutdown: every backend lets its writes in flight settle and removes their leftovers. */
+  async close(): Promise<void> {
+    await Promise.all(this.backends.map((b) => b.close?.()));
+  }
 }
 
 export type StorageFactory = (config: Config) => StorageBackend | StorageBackend[] | Promise<StorageBackend | StorageBackend[]>;

@@ -1,8 +1,9 @@
 import type { DomainContext } from '../domain/context.js';
-import type { TaskDefinition } from './worker.js';
+import type { AnyTaskDefinition, TaskDefinition } from './worker.js';
+import type { TaskQueue } from './queue.js';
 
 /** Removes the bytes of a file instance whose row is already gone. Idempotent: a missing file is fine. */
-export function removeFileData(ctx: DomainContext): TaskDefinition<{ uri: string; initialized?: boolean; multipartRef?: string }> {
+export function removeFileData(ctx: DomainContext): TaskDefinition<'remove-file-data'> {
   return {
     name: 'remove-file-data',
     async run({ uri, initialized, multipartRef }, { log }) {
@@ -16,17 +17,17 @@ export function removeFileData(ctx: DomainContext): TaskDefinition<{ uri: string
 }
 
 /** Forgets finished tasks after a week, so the table stays small. */
-export function pruneTasks(ctx: DomainContext): TaskDefinition<Record<string, never>> {
+export function pruneTasks(queue: TaskQueue): TaskDefinition<'prune-tasks'> {
   return {
     name: 'prune-tasks',
     periodicSeconds: 3600,
     async run(_p, { log }) {
-      const n = await ctx.queue.prune(7 * 86_400_000_000);
+      const n = await queue.prune(7 * 86_400_000_000);
       if (n) log.info({ removed: n }, 'pruned finished tasks');
     },
   };
 }
 
-export function builtinTasks(ctx: DomainContext): TaskDefinition<never>[] {
-  return [removeFileData(ctx), pruneTasks(ctx)] as TaskDefinition<never>[];
+export function builtinTasks(ctx: DomainContext, queue: TaskQueue): AnyTaskDefinition[] {
+  return [removeFileData(ctx), pruneTasks(queue)];
 }

@@ -1,48 +1,21 @@
 import { EventEmitter } from 'node:events';
-import { sql, type Selectable } from 'kysely';
+import { sql } from 'kysely';
 import { transaction } from '../db/database.js';
-import type { Db, Dialect, Executor, TaskTable } from '../db/schema.js';
-import { AppError } from '../errors.js';
+import type { Db, Dialect, Executor } from '../db/schema.js';
+import { getTask, listTasks, retryTask, toTask, type Task, type TaskState } from '../domain/tasks.js';
 import { nowMicros } from '../util/time.js';
+import type { EnqueueOptions, JobName, JobPayloads, JobQueue } from '../domain/jobs.js';
 
-export type TaskState = 'queued' | 'running' | 'done' | 'failed';
+export type { Task, TaskState } from '../domain/tasks.js';
 
-export interface Task {
-  id: number;
-  name: string;
-  payload: unknown;
-  state: TaskState;
-  attempts: number;
-  maxAttempts: number;
-  runAt: number;
-  lockedBy: string | null;
-  lockedUntil: number | null;
-  lastError: string | null;
-  created: number;
-  updated: number;
-}
-
-export interface EnqueueOptions {
-  /** Earliest start, microseconds since the epoch. */
-  runAt?: number;
-  maxAttempts?: number;
-}
-
-function toTask(r: Selectable<TaskTable>): Task {
-  return {
-    id: r.id,
-    name: r.name,
-    payload: JSON.parse(r.payload) as unknown,
-    state: r.state as TaskState,
-    attempts: r.attempts,
-    maxAttempts: r.max_attempts,
-    runAt: r.run_at,
-    lockedBy: r.locked_by,
-    lockedUntil: r.locked_until,
-    lastError: r.last_error,
-    created: r.created,
-    updated: r.updated,
-  };
+/** Tasks by state (queued, running, done, failed), as counted in the database. */
+export async function queueDepth(db: Executor): Promise<Record<string, number>> {
+  const rows = await db
+    .selectFrom('tasks')
+    .select(['state', (eb) => eb.fn.countAll<number>().as('n')])
+    .groupBy('state')
+    .execute();
+  return Object.fromEntries(rows.map((r) => [r.state, Number(r.n)]));
 }
 
 /** Retry delay after the n-th failed attempt: 2 s, 4 s, 8 s … capped at 10 minutes, with jitter. */
@@ -57,14 +30,14 @@ export function backoffMicros(attempt: number): number {
  * Workers claim tasks with a lease; a worker that dies (kill -9) loses its lease and the task runs
  * again. On PostgreSQL claims use FOR UPDATE SKIP LOCKED; SQLite serialises writers itself.
  */
-export class TaskQueue {
+export class TaskQueue<M extends object = JobPayloads> implements JobQueue<M> {
   readonly #events = new EventEmitter();
   constructor(private readonly db: Db, private readonly dialect: Dialect) {
     this.#events.setMaxListeners(50);
   }
 
   /** Adds a task inside the caller's transaction. Call `wake()` after the commit. */
-  async enqueue(tx: Executor, name: string, payload: unknown, opts: EnqueueOptions = {}): Promise<number> {
+  async enqueue<N extends JobName<M>>(tx: Executor, name: N, payload: M[N], opts: EnqueueOptions = {}): Promise<number> {
     const now = nowMicros();
     const r = await tx
       .insertInto('tasks')
@@ -179,43 +152,21 @@ export class TaskQueue {
   }
 
   async get(id: number): Promise<Task> {
-    const r = await this.db.selectFrom('tasks').selectAll().where('id', '=', id).executeTakeFirst();
-    if (!r) throw new AppError('TASK_NOT_FOUND', { id });
-    return toTask(r);
+    return getTask(this.db, id);
   }
 
   async list(opts: { state?: TaskState; limit?: number } = {}): Promise<Task[]> {
-    let q = this.db.selectFrom('tasks').selectAll().orderBy('id', 'desc').limit(opts.limit ?? 100);
-    if (opts.state) q = q.where('state', '=', opts.state);
-    return (await q.execute()).map(toTask);
+    return listTasks(this.db, opts);
   }
 
-  /** Puts a failed task back in the queue with a fresh set of attempts. */
+  /** Puts a failed task back in the queue with a fresh set of attempts (domain/tasks.ts). */
   async retry(id: number): Promise<Task> {
-    const now = nowMicros();
-    const r = await this.db
-      .updateTable('tasks')
-      .set({ state: 'queued', attempts: 0, run_at: now, last_error: null, updated: now })
-      .where('id', '=', id)
-      .where('state', '=', 'failed')
-      .returningAll()
-      .executeTakeFirst();
-    if (!r) {
-      await this.get(id);
-      throw new AppError('TASK_NOT_FAILED', { id });
-    }
-    this.wake();
-    return toTask(r);
+    return retryTask({ db: this.db, queue: this }, id);
   }
 
   /** Counts by state, for metrics and the operator. */
   async depth(): Promise<Record<string, number>> {
-    const rows = await this.db
-      .selectFrom('tasks')
-      .select(['state', (eb) => eb.fn.countAll<number>().as('n')])
-      .groupBy('state')
-      .execute();
-    return Object.fromEntries(rows.map((r) => [r.state, Number(r.n)]));
+    return queueDepth(this.db);
   }
 
   /** Removes finished tasks older than `olderThan` microseconds. */
@@ -232,7 +183,7 @@ export class TaskQueue {
    * Periodic tasks: the first worker to move `next_run` forward enqueues the run, in the same
    * transaction, so each period runs once however many workers there are.
    */
-  async schedulePeriodic(name: string, intervalMicros: number, payload: unknown = {}): Promise<boolean> {
+  async schedulePeriodic<N extends JobName<M>>(name: N, intervalMicros: number, payload: M[N] = {} as M[N]): Promise<boolean> {
     const now = nowMicros();
     await this.db
       .insertInto('periodic_tasks')

@@ -5,21 +5,15 @@ import type { SignalDetailsMap, SignalName } from '../domain/signals.js';
 import type { OutboxEvent } from '../domain/outbox.js';
 import { isoMicros } from '../util/time.js';
 import type { TaskDefinition } from './worker.js';
+import type { WebhookDelivery } from '../domain/jobs.js';
 
-export const WEBHOOK_TASK = 'deliver-webhook';
+export const WEBHOOK_TASK = 'deliver-webhook' as const;
 /** Header carrying `sha256=<hex HMAC-SHA256 of the raw body, keyed with FILES_REST_WEBHOOK_SECRET>`. */
 export const SIGNATURE_HEADER = 'x-files-rest-signature';
 const TIMEOUT_MS = 10_000;
 
 /** One delivery, as stored in the task queue: the exact bytes and signature sent on every attempt. */
-export interface WebhookDelivery {
-  url: string;
-  /** Delivery id, also in the body and the X-Files-Rest-Delivery header: receivers use it to drop duplicates. */
-  delivery: string;
-  event: SignalName;
-  body: string;
-  signature: string;
-}
+export type { WebhookDelivery } from '../domain/jobs.js';
 
 /** The JSON body of a delivery. */
 export interface WebhookBody {
@@ -117,7 +111,7 @@ export function connectWebhooks(ctx: DomainContext): () => void {
  * included), a timeout or a connection error fails the attempt, and the worker retries it with
  * backoff (2 s, 4 s, 8 s, … up to 10 minutes; 10 attempts in all).
  */
-export function webhookTask(): TaskDefinition<WebhookDelivery> {
+export function webhookTask(): TaskDefinition<typeof WEBHOOK_TASK> {
   return {
     name: WEBHOOK_TASK,
     leaseSeconds: 60,

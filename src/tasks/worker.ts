@@ -2,6 +2,7 @@ import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { TaskQueue, Task } from './queue.js';
+import type { JobName, JobPayloads } from '../domain/jobs.js';
 
 export interface TaskRunContext {
   /** Aborted when the worker stops or loses the lease. */
@@ -10,15 +11,21 @@ export interface TaskRunContext {
   task: Task;
 }
 
-/** A background task. `run` must be idempotent: after a crash it runs again from the start. */
-export interface TaskDefinition<P = unknown> {
-  name: string;
-  run(payload: P, ctx: TaskRunContext): Promise<void>;
+/**
+ * The handler of one job of the catalogue (`JobPayloads`, src/domain/jobs.ts): its payload type
+ * follows from its name. `run` must be idempotent: after a crash it runs again from the start.
+ */
+export interface TaskDefinition<N extends JobName<M>, M extends object = JobPayloads> {
+  name: N;
+  run(payload: M[N], ctx: TaskRunContext): Promise<void>;
   /** Seconds a claim lasts without a heartbeat (heartbeats are sent every third of it). */
   leaseSeconds?: number;
   /** When set, a run is scheduled every this many seconds (once across all workers). */
   periodicSeconds?: number;
 }
+
+/** A handler of any job of a catalogue: what a worker is given. */
+export type AnyTaskDefinition<M extends object = JobPayloads> = { [N in JobName<M>]: TaskDefinition<N, M> }[JobName<M>];
 
 /** Thrown by a task that must not be retried. */
 export class PermanentTaskError extends Error {}
@@ -32,9 +39,9 @@ export interface WorkerOptions {
 }
 
 /** Runs tasks from the queue until stopped. Several workers, in any number of processes, can share one queue. */
-export class Worker {
+export class Worker<M extends object = JobPayloads> {
   readonly id: string;
-  readonly #defs = new Map<string, TaskDefinition>();
+  readonly #defs = new Map<string, AnyTaskDefinition<M>>();
   readonly #active = new Map<number, { task: Task; abort: AbortController; done: Promise<void> }>();
   #running = false;
   #loop: Promise<void> | null = null;
@@ -44,15 +51,15 @@ export class Worker {
   readonly #pollMs: number;
   readonly #leaseSeconds: number;
 
-  constructor(private readonly queue: TaskQueue, defs: TaskDefinition<never>[], private readonly log: Logger, opts: WorkerOptions = {}) {
-    for (const d of defs) this.#defs.set(d.name, d as TaskDefinition);
+  constructor(private readonly queue: TaskQueue<M>, defs: readonly AnyTaskDefinition<M>[], private readonly log: Logger, opts: WorkerOptions = {}) {
+    for (const d of defs) this.#defs.set(d.name, d);
     this.#concurrency = opts.concurrency ?? 2;
     this.#pollMs = opts.pollIntervalMs ?? 1000;
     this.#leaseSeconds = opts.leaseSeconds ?? 60;
     this.id = opts.id ?? `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
   }
 
-  definitions(): TaskDefinition[] {
+  definitions(): AnyTaskDefinition<M>[] {
     return [...this.#defs.values()];
   }
 
@@ -136,7 +143,9 @@ export class Worker {
     const done = (async () => {
       try {
         if (def.leaseSeconds !== undefined) await this.queue.heartbeat(task.id, this.id, leaseMicros);
-        await def.run(task.payload as never, { signal: abort.signal, log, task });
+        // The one place a payload leaves the database: it was written by `enqueue` under this name,
+        // whose type the catalogue fixes.
+        await (def.run as (p: unknown, c: TaskRunContext) => Promise<void>)(task.payload, { signal: abort.signal, log, task });
         await this.queue.complete(task.id, this.id);
         log.debug('task done');
       } catch (err) {

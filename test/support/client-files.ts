@@ -1,7 +1,17 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { open, readFile, writeFile } from 'node:fs/promises';
+import { createServer, type AddressInfo } from 'node:net';
 import { filesUnder } from './fixtures.js';
+
+/** A local port nothing listens on (it was free a moment ago): connections to it are refused. */
+export async function closedPort(): Promise<number> {
+  const srv = createServer();
+  await new Promise<void>((resolve) => srv.listen(0, '127.0.0.1', resolve));
+  const { port } = srv.address() as AddressInfo;
+  await new Promise((resolve) => srv.close(resolve));
+  return port;
+}
 
 /**
  * Writes `size` bytes of random-looking content quickly: one random MiB block, with the MiB index

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { testEnvironment } from './server.js';
 
-/** Every regular file under a directory (recursively), as paths. */
+/** Every regular file under a directory (recursively), as paths; a location's owner marker is not counted. */
 export async function filesUnder(dir: string): Promise<string[]> {
   const out: string[] = [];
   let entries;
@@ -15,7 +15,7 @@ export async function filesUnder(dir: string): Promise<string[]> {
   for (const e of entries) {
     const p = join(dir, e.name);
     if (e.isDirectory()) out.push(...(await filesUnder(p)));
-    else out.push(p);
+    else if (e.name !== '.files-rest-owner') out.push(p);
   }
   return out;
 }

@@ -20,10 +20,10 @@ export interface ServerProcess {
   kill(signal?: NodeJS.Signals): Promise<number | null>;
 }
 
-/** Runs `files-rest <command>` as a child process with the given environment. */
-export function runCli(args: string[], env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
+/** Runs `files-rest <command>` as a child process with the given environment (and working directory). */
+export function runCli(args: string[], env: Record<string, string>, opts: { cwd?: string } = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [BIN, ...args], { env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [BIN, ...args], { env: { PATH: process.env.PATH ?? '', FILES_REST_S3_PORT: 'off', ...env }, stdio: ['ignore', 'pipe', 'pipe'], cwd: opts.cwd });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d) => (stdout += d));
@@ -39,7 +39,7 @@ export function runCli(args: string[], env: Record<string, string>): Promise<{ c
 export function spawnFilesRest(command: 'serve' | 'worker', env: Record<string, string>): Promise<ServerProcess> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [BIN, command], {
-      env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'info', ...env },
+      env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'info', FILES_REST_S3_PORT: 'off', ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let out = '';

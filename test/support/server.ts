@@ -33,25 +33,57 @@ export async function createPgDatabase(): Promise<{ url: string; drop: () => Pro
   };
 }
 
-/** Which storage the HTTP suites use for the default location: TEST_STORAGE=s3 or the file system. */
+/**
+ * Which storage the HTTP suites use for the default location: S3 (TEST_STORAGE=s3 on the fauxqs
+ * emulator, TEST_STORAGE=rgw on Ceph's RADOS Gateway) or the file system.
+ */
 export function testStorage(): 'fs' | 's3' {
-  return process.env.TEST_STORAGE === 's3' ? 's3' : 'fs';
+  return process.env.TEST_STORAGE === 's3' || process.env.TEST_STORAGE === 'rgw' ? 's3' : 'fs';
 }
 
-/** Every stored file of every location of a running server (through the backends: fs or S3). */
+/** Which S3 server holds the default location when testStorage() is 's3'. */
+export function testS3Server(): 'fauxqs' | 'rgw' {
+  return process.env.TEST_STORAGE === 'rgw' ? 'rgw' : 'fauxqs';
+}
+
+/** Every stored file of every location of a running server (through the backends: fs or S3), owner markers aside. */
 export async function storedFiles(t: TestServer): Promise<string[]> {
   const { listLocations } = await import('../../src/domain/locations.js');
+  const { isMarkerUri } = await import('../../src/domain/location-owner.js');
   const ctx = t.server.core.ctx;
   const out: string[] = [];
   for (const loc of await listLocations(ctx.db)) {
     const backend = ctx.storage.forUri(loc.uri);
-    if (backend.list) for await (const f of backend.list(loc.uri)) out.push(f.uri);
+    if (backend.list) for await (const f of backend.list(loc.uri)) if (!isMarkerUri(f.uri)) out.push(f.uri);
   }
   return out.sort();
 }
 
+/**
+ * Waits (at most `ms`) until no `remove-file-data` task is queued or running: a hard delete removes
+ * its bytes in the background, so a test that compares the stored files before and after a step
+ * must not let an earlier test's removal land in between.
+ */
+export async function fileRemovalsSettled(t: TestServer, ms = 15_000): Promise<void> {
+  const db = t.server.core.ctx.db;
+  const end = Date.now() + ms;
+  for (;;) {
+    const row = await db
+      .selectFrom('tasks')
+      .select((eb) => eb.fn.countAll<number>().as('n'))
+      .where('name', '=', 'remove-file-data')
+      .where('state', 'in', ['queued', 'running'])
+      .executeTakeFirstOrThrow();
+    if (Number(row.n) === 0) return;
+    if (Date.now() > end) throw new Error(`${row.n} file removals still pending after ${ms} ms`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
 export interface TestServer {
   url: string;
+  /** The S3 door's URL (FILES_REST_S3_PORT=auto), '' when off. */
+  s3Url: string;
   /** URL of the bucket collection (`…/files`). */
   files: string;
   server: Server;
@@ -90,6 +122,10 @@ export async function testEnvironment(
       FILES_REST_DATA_DIR: join(dir, 'data'),
       FILES_REST_PERMISSION_FACTORY: 'allow-all',
       FILES_REST_TASK_POLL_INTERVAL: '50',
+      // The S3 door's default port (9000) would be shared by every test server: off unless a test asks (`auto`).
+      FILES_REST_S3_PORT: 'off',
+      // TEST_SQLITE_DRIVER=node runs the suite on node:sqlite instead of better-sqlite3.
+      ...(process.env.TEST_SQLITE_DRIVER ? { FILES_REST_SQLITE_DRIVER: process.env.TEST_SQLITE_DRIVER } : {}),
     },
   };
 }
@@ -101,14 +137,23 @@ export async function testEnvironment(
 export async function startTestServer(env: Record<string, string> = {}): Promise<TestServer> {
   const { dir, drop, env: base } = await testEnvironment('files-rest-test-', { ownDatabase: env.DATABASE_URL === undefined });
   const fullEnv: Record<string, string> = { ...base, LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent', ...env };
-  // TEST_STORAGE=s3: the server's default location is a bucket of an S3-compatible server started
-  // for it (unless the test chose its own storage or location set-up).
+  // TEST_STORAGE=s3 or rgw: the server's default location is a bucket of an S3-compatible server
+  // (unless the test chose its own storage or location set-up): fauxqs started for this server, or a
+  // bucket of its own on the run's Ceph RGW cluster (test/support/rgw.ts).
   let s3: { close(): Promise<void> } | null = null;
+  const s3Bucket = testS3Server() === 'rgw' ? `files-rest-test-${randomBytes(6).toString('hex')}` : 'files-rest-test';
   if (testStorage() === 's3' && env.FILES_REST_STORAGE_FACTORY === undefined && env.FILES_REST_AUTO_LOCATION === undefined) {
-    const { startTestS3 } = await import('./s3.js');
-    const started = await startTestS3();
+    let started;
+    if (testS3Server() === 'rgw') {
+      const { startTestRgw } = await import('./rgw.js');
+      started = await startTestRgw();
+      if ('skip' in started) throw new Error(`TEST_STORAGE=rgw: ${started.skip}`);
+    } else {
+      const { startTestS3 } = await import('./s3.js');
+      started = await startTestS3();
+    }
     s3 = started;
-    await started.createBucket('files-rest-test');
+    await started.createBucket(s3Bucket);
     Object.assign(fullEnv, started.env, { FILES_REST_STORAGE_FACTORY: 's3', FILES_REST_AUTO_LOCATION: '0' });
   }
   let server: Server;
@@ -118,7 +163,7 @@ export async function startTestServer(env: Record<string, string> = {}): Promise
     server = await createServer(config, { log: pino({ level: config.logLevel }) });
     if (s3) {
       const { createLocation } = await import('../../src/domain/locations.js');
-      await createLocation(server.core.ctx, { name: 'default', uri: 's3://files-rest-test/data', isDefault: true });
+      await createLocation(server.core.ctx, { name: 'default', uri: `s3://${s3Bucket}/data`, isDefault: true });
     }
     url = await startServer(server);
   } catch (e) {
@@ -131,6 +176,7 @@ export async function startTestServer(env: Record<string, string> = {}): Promise
   const config = server.core.config;
   return {
     url,
+    s3Url: server.s3Url,
     files: `${url}${config.urlPrefix}/files`,
     server,
     config,

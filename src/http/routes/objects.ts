@@ -1,139 +1,101 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import { getLiveBucket } from '../../domain/buckets.js';
-import { findHeadInLiveBucket, getVersionForRead, hardDeleteVersion, putObject, softDeleteObject } from '../../domain/objects.js';
+import { getVersionForRead, hardDeleteVersion, putObject, softDeleteObject } from '../../domain/objects.js';
+import { resolveRead } from '../../domain/reads.js';
+import { fileStatus, fixityHistory } from '../../domain/replicas.js';
+import { isoMicros } from '../../util/time.js';
 import { AppError } from '../../errors.js';
-import { parseUuid } from '../../util/ids.js';
 import { sendDownload } from '../download.js';
 import { Links } from '../links.js';
-import { flag, has, query, uuidParam } from '../query.js';
+import { flag, query, uuidParam } from '../query.js';
 import { assertAcceptsJson, sendJson } from '../reply.js';
 import { versionJson } from '../serializers.js';
-import { expectedDigests, parseTags, parseUpload } from '../upload.js';
-import type { HttpDeps } from '../app.js';
+import { expectedDigests, parseTags, parseUpload, watchUpload } from '../upload.js';
+import { writePrecondition } from '../preconditions.js';
+import type { HttpDeps } from '../deps.js';
+import type { ObjectAddress } from '../address.js';
 
-export interface ObjectAddress {
-  bucketId: string;
-  key: string;
+/** GET and HEAD …/<key> (`?versionId=`, `?download`): the content of the head or of one version. */
+export async function downloadHandler({ ctx, auth }: HttpDeps, req: FastifyRequest, reply: FastifyReply, addr: ObjectAddress) {
+  const q = query(req);
+  const versionId = uuidParam(q, 'versionId');
+  const resource = { type: 'object' as const, bucketId: addr.bucketId, key: addr.key };
+  const version = await resolveRead(ctx, { ...addr, versionId }, {
+    object: () => auth.require(req, 'object-read', resource),
+    version: (id) => auth.require(req, 'object-read-version', { ...resource, id }),
+  });
+  return sendDownload(ctx, req, reply, version, { attachment: flag(q, 'download') });
 }
 
 /**
- * Reads bucket id and key from the raw URL: the key is everything after the bucket id, percent-decoded
- * once, slashes (and empty segments) kept as they are.
+ * GET …/<key>?fixity (`&versionId=`): the version's file, its copies and their last check, and the
+ * fixity history, for whoever may read that version.
  */
-export function objectAddress(req: FastifyRequest, prefix: string): ObjectAddress {
-  const raw = req.raw.url ?? '';
-  const path = raw.split('?', 1)[0]!;
-  const base = `${prefix}/files/`;
-  const rest = path.slice(base.length);
-  const slash = rest.indexOf('/');
-  const bucketId = parseUuid(rest.slice(0, slash));
-  if (!bucketId) throw new AppError('BUCKET_NOT_FOUND');
-  let key: string;
-  try {
-    key = decodeURIComponent(rest.slice(slash + 1));
-  } catch {
-    throw new AppError('INVALID_KEY', { reason: 'malformed percent-encoding' });
-  }
-  return { bucketId, key };
+export async function fixityHandler({ ctx, auth }: HttpDeps, req: FastifyRequest, reply: FastifyReply, addr: ObjectAddress) {
+  const q = query(req);
+  const versionId = uuidParam(q, 'versionId');
+  const resource = { type: 'object' as const, bucketId: addr.bucketId, key: addr.key };
+  const version = await resolveRead(ctx, { ...addr, versionId }, {
+    object: () => auth.require(req, 'object-read', resource),
+    version: (id) => auth.require(req, 'object-read-version', { ...resource, id }),
+  });
+  if (!version.fileId) throw new AppError('VERSION_IS_DELETE_MARKER');
+  const status = await fileStatus(ctx, version.fileId);
+  const history = await fixityHistory(ctx, version.fileId);
+  return sendJson(req, reply, 200, {
+    version_id: version.versionId,
+    ...status,
+    // Storage URIs are the operator's business, not a reader's.
+    copies: status.copies.map(({ uri: _uri, ...c }) => ({ ...c, last_check_at: c.last_check_at === null ? null : isoMicros(c.last_check_at) })),
+    events: history.events.map((e) => ({ ...e, at: isoMicros(e.at) })),
+    summary: history.summary.map((x) => ({ ...x, first_at: isoMicros(x.first_at), last_at: isoMicros(x.last_at) })),
+  });
 }
 
-export function objectRoutes(app: FastifyInstance, deps: HttpDeps): void {
-  const { ctx, auth, prefix } = deps;
-
-  async function download(req: FastifyRequest, reply: FastifyReply, addr: ObjectAddress) {
-    const q = query(req);
-    const versionId = uuidParam(q, 'versionId');
-    const resource = { type: 'object' as const, bucketId: addr.bucketId, key: addr.key };
-    if (versionId === null) {
-      // The head: bucket and version in one lookup; the same answers in the same order as below.
-      const head = await findHeadInLiveBucket(ctx.db, addr.bucketId, addr.key);
-      await auth.require(req, 'object-read', resource);
-      if (!head || head.fileId === null) throw new AppError('OBJECT_NOT_FOUND');
-      return sendDownload(ctx, req, reply, head, { attachment: flag(q, 'download') });
-    }
-    await getLiveBucket(ctx.db, addr.bucketId);
-    await auth.require(req, 'object-read', resource);
-    const version = await getVersionForRead(ctx.db, addr.bucketId, addr.key, versionId);
-    if (!version.isHead) await auth.require(req, 'object-read-version', { ...resource, id: version.versionId });
-    return sendDownload(ctx, req, reply, version, { attachment: flag(q, 'download') });
+/** PUT …/<key>: the body becomes the new head version. */
+export async function putHandler(deps: HttpDeps, req: FastifyRequest, reply: FastifyReply, addr: ObjectAddress) {
+  const { ctx, auth } = deps;
+  assertAcceptsJson(req);
+  await getLiveBucket(ctx.db, addr.bucketId);
+  await auth.require(req, 'bucket-update', { type: 'bucket', bucketId: addr.bucketId });
+  const precondition = writePrecondition(req);
+  const watch = watchUpload(req, ctx.config.bodyIdleTimeout);
+  try {
+    const body = await watch.until(parseUpload(req, deps.uploadAdapters));
+    const version = await putObject(ctx, {
+      bucketId: addr.bucketId,
+      key: addr.key,
+      source: body.stream,
+      declaredSize: body.size,
+      contentType: body.contentType,
+      tags: parseTags(req.headers[ctx.config.fileTagsHeader.toLowerCase()]),
+      expectedDigests: expectedDigests(req),
+      signal: watch.signal,
+      precondition,
+    });
+    reply.header('etag', `"${version.file!.checksum}"`);
+    return sendJson(req, reply, 200, versionJson(version, new Links(ctx.config, req)));
+  } finally {
+    watch.done();
   }
+}
 
-  async function upload(req: FastifyRequest, reply: FastifyReply, addr: ObjectAddress) {
-    assertAcceptsJson(req);
-    await getLiveBucket(ctx.db, addr.bucketId);
-    await auth.require(req, 'bucket-update', { type: 'bucket', bucketId: addr.bucketId });
-    const body = await parseUpload(req, deps.uploadAdapters);
-    const abort = new AbortController();
-    const onClose = () => {
-      if (!req.raw.complete) abort.abort();
-    };
-    req.raw.once('close', onClose);
-    try {
-      const version = await putObject(ctx, {
-        bucketId: addr.bucketId,
-        key: addr.key,
-        source: body.stream,
-        declaredSize: body.size,
-        contentType: body.contentType,
-        tags: parseTags(req.headers[ctx.config.fileTagsHeader.toLowerCase()]),
-        expectedDigests: expectedDigests(req),
-        signal: abort.signal,
-      });
-      reply.header('etag', `"${version.file!.checksum}"`);
-      return sendJson(req, reply, 200, versionJson(version, new Links(ctx.config, req)));
-    } finally {
-      req.raw.off('close', onClose);
-    }
+/** DELETE …/<key>: soft delete; with `?versionId=`, hard delete of that version. */
+export async function deleteHandler({ ctx, auth }: HttpDeps, req: FastifyRequest, reply: FastifyReply, addr: ObjectAddress) {
+  const q = query(req);
+  const versionId = uuidParam(q, 'versionId');
+  await getLiveBucket(ctx.db, addr.bucketId);
+  const resource = { type: 'object' as const, bucketId: addr.bucketId, key: addr.key };
+  await auth.require(req, 'object-read', resource);
+  if (versionId === null) {
+    await auth.require(req, 'object-delete', resource);
+    const { marker } = await softDeleteObject(ctx, addr.bucketId, addr.key);
+    return reply.code(204).header('x-version-id', marker.versionId).send();
   }
-
-  async function remove(req: FastifyRequest, reply: FastifyReply, addr: ObjectAddress) {
-    const q = query(req);
-    const versionId = uuidParam(q, 'versionId');
-    await getLiveBucket(ctx.db, addr.bucketId);
-    const resource = { type: 'object' as const, bucketId: addr.bucketId, key: addr.key };
-    await auth.require(req, 'object-read', resource);
-    if (versionId === null) {
-      await auth.require(req, 'object-delete', resource);
-      const { marker } = await softDeleteObject(ctx, addr.bucketId, addr.key);
-      return reply.code(204).header('x-version-id', marker.versionId).send();
-    }
-    const version = await getVersionForRead(ctx.db, addr.bucketId, addr.key, versionId);
-    if (!version.isHead) await auth.require(req, 'object-read-version', { ...resource, id: versionId });
-    await auth.require(req, 'object-delete', { ...resource, id: versionId });
-    await auth.require(req, 'object-delete-version', { type: 'bucket', bucketId: addr.bucketId });
-    await hardDeleteVersion(ctx, addr.bucketId, addr.key, versionId);
-    return reply.code(204).send();
-  }
-
-  app.route({
-    method: ['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS'],
-    url: `${prefix}/files/:bucketId/*`,
-    preHandler: auth.gate,
-    handler: async (req, reply) => {
-      const addr = objectAddress(req, prefix);
-      const q = query(req);
-      const mp = deps.multipart;
-      switch (req.method) {
-        case 'GET':
-          if (has(q, 'uploads')) throw new AppError('METHOD_NOT_ALLOWED', {}, { headers: { allow: 'POST' } });
-          if (has(q, 'uploadId')) return mp.listParts(req, reply, addr);
-          return download(req, reply, addr);
-        case 'HEAD':
-          return download(req, reply, addr);
-        case 'PUT':
-          if (has(q, 'uploadId')) return mp.uploadPart(req, reply, addr);
-          return upload(req, reply, addr);
-        case 'POST':
-          if (has(q, 'uploads')) return mp.initiate(req, reply, addr);
-          if (has(q, 'uploadId')) return mp.complete(req, reply, addr);
-          throw new AppError('MISSING_SUBRESOURCE');
-        case 'DELETE':
-          if (has(q, 'uploads')) throw new AppError('METHOD_NOT_ALLOWED', {}, { headers: { allow: 'POST' } });
-          if (has(q, 'uploadId')) return mp.abort(req, reply, addr);
-          return remove(req, reply, addr);
-        default:
-          throw new AppError('METHOD_NOT_ALLOWED', {}, { headers: { allow: 'GET, HEAD, PUT, POST, DELETE' } });
-      }
-    },
-  });
+  const version = await getVersionForRead(ctx.db, addr.bucketId, addr.key, versionId);
+  if (!version.isHead) await auth.require(req, 'object-read-version', { ...resource, id: versionId });
+  await auth.require(req, 'object-delete', { ...resource, id: versionId });
+  await auth.require(req, 'object-delete-version', { type: 'bucket', bucketId: addr.bucketId });
+  await hardDeleteVersion(ctx, addr.bucketId, addr.key, versionId);
+  return reply.code(204).send();
 }

@@ -36,6 +36,26 @@ export function isNoSuchUpload(e: unknown): boolean {
   return s3ErrorCode(e) === 'NoSuchUpload';
 }
 
+/**
+ * Ceph RGW (16.2) answers a CompleteMultipartUpload of an upload that was aborted or completed with
+ * 500 InternalError "This multipart completion is already in progress" (it cannot take the lock on the
+ * upload's metadata, which is gone) where S3 says NoSuchUpload; the caller asks ListParts which it is.
+ */
+export function isCompletionInProgress(e: unknown): boolean {
+  return httpStatus(e) === 500 && /multipart completion is already in progress/i.test((e as Error)?.message ?? '');
+}
+
+/**
+ * The store has no room for the bytes: MinIO's XMinioStorageFull (and its bucket quota), the
+ * QuotaExceeded of Ceph and others, EntityTooLarge (the sizes this service sends are within S3's
+ * limits, so only a store-side quota gives it), or an HTTP 507 Insufficient Storage.
+ */
+const FULL_CODES = new Set(['XMinioStorageFull', 'XMinioAdminBucketQuotaExceeded', 'QuotaExceeded', 'EntityTooLarge', 'InsufficientStorage']);
+
+export function isStorageFullError(e: unknown): boolean {
+  return FULL_CODES.has(s3ErrorCode(e) ?? '') || httpStatus(e) === 507;
+}
+
 /** Wraps an SDK or network error into the storage error the domain understands. */
 export function toStorageError(e: unknown, what: string): StorageError {
   if (e instanceof StorageError) return e;
@@ -43,5 +63,6 @@ export function toStorageError(e: unknown, what: string): StorageError {
   const status = httpStatus(e);
   const detail = `${code}${status ? ` (HTTP ${status})` : ''}: ${(e as Error)?.message ?? String(e)}`;
   if (isNoSuchKey(e)) return new StorageError('missing', `${what}: ${detail}`, { cause: e });
+  if (isStorageFullError(e)) return new StorageError('full', `${what}: ${detail}`, { cause: e });
   return new StorageError('unavailable', `${what}: ${detail}`, { cause: e });
 }

@@ -10,6 +10,7 @@ import {
   HeadBucketCommand,
   HeadObjectCommand,
   ListObjectsV2Command,
+  ListPartsCommand,
   S3Client,
   UploadPartCommand,
   UploadPartCopyCommand,
@@ -29,7 +30,7 @@ import {
   type StoredPart,
   type WriteOptions,
 } from '../backend.js';
-import { isNoSuchKey, isNoSuchUpload, toStorageError } from './errors.js';
+import { isCompletionInProgress, isNoSuchKey, isNoSuchUpload, toStorageError } from './errors.js';
 import { copySource, fileKey, formatS3Uri, isS3Uri, locationPrefix, parseS3Uri, type S3Address } from './uri.js';
 
 const MiB = 1024 * 1024;
@@ -179,6 +180,10 @@ export class S3Backend implements StorageBackend {
     };
   }
 
+  get minPartSize(): number {
+    return this.#o.minPartSize;
+  }
+
   handles(uri: string): boolean {
     return isS3Uri(uri);
   }
@@ -195,9 +200,12 @@ export class S3Backend implements StorageBackend {
   async initialize(uri: string, size: number, opts: { partSize: number }): Promise<string | null> {
     const { partSize } = opts;
     // Refused now rather than at CompleteMultipartUpload, once the client has sent every byte.
-    if (size > S3_LIMITS.maxObjectSize || Math.ceil(size / partSize) > S3_LIMITS.maxParts) throw new AppError('INVALID_FILE_SIZE');
-    if (size > partSize && partSize < this.#o.minPartSize) throw new AppError('INVALID_PART_SIZE');
-    if (Math.min(size, partSize) > S3_LIMITS.maxPartSize) throw new AppError('INVALID_PART_SIZE');
+    if (size > S3_LIMITS.maxObjectSize || Math.ceil(size / partSize) > S3_LIMITS.maxParts) {
+      throw new AppError('INVALID_FILE_SIZE', { max: Math.min(S3_LIMITS.maxObjectSize, partSize * S3_LIMITS.maxParts) });
+    }
+    const partSizes = { min: this.#o.minPartSize, max: S3_LIMITS.maxPartSize };
+    if (size > partSize && partSize < this.#o.minPartSize) throw new AppError('INVALID_PART_SIZE', partSizes);
+    if (Math.min(size, partSize) > S3_LIMITS.maxPartSize) throw new AppError('INVALID_PART_SIZE', partSizes);
     const a = this.#object(uri);
     try {
       const r = await this.client.send(new CreateMultipartUploadCommand({ Bucket: a.bucket, Key: a.key }));
@@ -293,7 +301,7 @@ export class S3Backend implements StorageBackend {
         new CompleteMultipartUploadCommand({ Bucket: a.bucket, Key: a.key, UploadId: ref, MultipartUpload: { Parts: completed } }),
       );
     } catch (e) {
-      if (isNoSuchUpload(e)) {
+      if (isNoSuchUpload(e) || (isCompletionInProgress(e) && (await this.#uploadGone(a, ref)))) {
         if (await this.stat(uri)) return;
         throw new StorageError('missing', `multipart upload ${ref} at ${uri} is gone and no object was made of it`, { cause: e });
       }
@@ -396,6 +404,20 @@ export class S3Backend implements StorageBackend {
     } catch (e) {
       const detail = toStorageError(e, `bucket ${bucket} is not reachable`).message;
       throw new StorageError('unavailable', detail, { cause: e });
+    }
+  }
+
+  /**
+   * Whether a multipart upload no longer exists: ListParts answers NoSuchUpload (S3), or NoSuchKey
+   * (Ceph RGW 16). For RGW, whose CompleteMultipartUpload of an upload that is gone answers 500 "already
+   * in progress" instead of NoSuchUpload.
+   */
+  async #uploadGone(a: S3Address, ref: string): Promise<boolean> {
+    try {
+      await this.client.send(new ListPartsCommand({ Bucket: a.bucket, Key: a.key, UploadId: ref, MaxParts: 1 }));
+      return false;
+    } catch (e) {
+      return isNoSuchUpload(e) || isNoSuchKey(e);
     }
   }
 

@@ -2,29 +2,40 @@ import { createHash, type Hash } from 'node:crypto';
 import { Transform, type TransformCallback } from 'node:stream';
 import { AppError } from '../errors.js';
 
-export type DigestAlgorithm = 'md5' | 'sha256';
+/**
+ * A digest Node's crypto computes (`md5`, `sha1`, `sha256`, …). The set is open: a door asks for what
+ * it must check; MD5 is always computed (it is the stored checksum).
+ */
+export type DigestAlgorithm = 'md5' | 'sha1' | 'sha256' | (string & {});
 
-export interface MeasureOptions {
+/** Anything else fed every byte as it passes (a door's own checksum, e.g. an S3 CRC32C). */
+export interface ByteObserver {
+  update(data: Uint8Array): void;
+}
+
+export interface MeterOptions {
   /** Most bytes allowed, or null. */
   limit: number | null;
-  /** The error to fail with when the limit is passed. */
+  /** The refusal when the limit is passed. */
   limitError: () => Error;
   /** Exact size announced by the client (Content-Length), or null when unknown. */
   expected: number | null;
   /** Digests to compute besides MD5. */
-  extraDigests?: DigestAlgorithm[];
+  extraDigests?: readonly DigestAlgorithm[];
+  /** Fed every byte too. */
+  observers?: readonly ByteObserver[];
 }
 
 /**
- * The upload pipeline's middle piece: counts bytes, enforces the size limit and the announced size
- * as they pass, and hashes them (MD5 always; SHA-256 when the client sent such a digest to check).
+ * The receiving pipeline's middle piece: counts bytes, enforces the size limit and the announced size
+ * as they pass (refusing with the catalogue's errors), and hashes them.
  */
-export class MeasuringStream extends Transform {
+export class ByteMeter extends Transform {
   bytes = 0;
   readonly #hashes = new Map<DigestAlgorithm, Hash>();
   #digests: Map<DigestAlgorithm, Buffer> | null = null;
 
-  constructor(private readonly opts: MeasureOptions) {
+  constructor(private readonly opts: MeterOptions) {
     super({ highWaterMark: 1024 * 1024 });
     this.#hashes.set('md5', createHash('md5'));
     for (const a of opts.extraDigests ?? []) if (!this.#hashes.has(a)) this.#hashes.set(a, createHash(a));
@@ -35,6 +46,7 @@ export class MeasuringStream extends Transform {
     if (this.opts.limit !== null && this.bytes > this.opts.limit) return cb(this.opts.limitError());
     if (this.opts.expected !== null && this.bytes > this.opts.expected) return cb(new AppError('FILE_LARGER_THAN_EXPECTED'));
     for (const h of this.#hashes.values()) h.update(chunk);
+    for (const o of this.opts.observers ?? []) o.update(chunk);
     cb(null, chunk);
   }
 
@@ -43,7 +55,7 @@ export class MeasuringStream extends Transform {
     cb();
   }
 
-  /** Digest of everything that passed; call once the stream has finished. */
+  /** Digest of everything that passed; call once every byte has. */
   digest(algorithm: DigestAlgorithm): Buffer {
     if (!this.#digests) {
       this.#digests = new Map();

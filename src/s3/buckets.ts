@@ -1,0 +1,107 @@
+/**
+ * The S3 door's bucket operations: ListBuckets, CreateBucket, HeadBucket, DeleteBucket,
+ * GetBucketLocation, Get/PutBucketVersioning.
+ */
+import { isAppError } from '../errors.js';
+import { createBucket, deleteEmptyBucket } from '../domain/buckets.js';
+import type { Bucket } from '../domain/models.js';
+import { toBucket } from '../domain/rows.js';
+import { S3Error } from './errors.js';
+import { bucketNameProblem, isBucketId, resolveBucket } from './names.js';
+import { readSmallBody } from './payload.js';
+import { allowed, authorize, sendEmpty, sendXml, type S3Request } from './request.js';
+import { childText, doc, el, parseXml } from './xml.js';
+
+/** The region the door answers with; any region is accepted in signatures. */
+export const DOOR_REGION = 'us-east-1';
+const OWNER = `<Owner>${el('ID', 'files-rest')}${el('DisplayName', 'files-rest')}</Owner>`;
+
+function isoDate(micros: number): string {
+  return new Date(Math.floor(micros / 1000)).toISOString();
+}
+
+/** The name a bucket is shown under: its S3 name, else its id. */
+export function displayName(b: Bucket): string {
+  return b.name ?? b.id;
+}
+
+export async function listBucketsOp(r: S3Request): Promise<void> {
+  if (r.policy.name !== 'allow-all' && !r.identity && r.policy.requiresCredential) {
+    throw new S3Error('AccessDenied', 'Anonymous requests are not allowed; sign the request with an access key.');
+  }
+  let q = r.ctx.db.selectFrom('buckets').selectAll().where('deleted', '=', 0);
+  if (r.identity?.bucket) q = q.where('id', '=', r.identity.bucket);
+  const rows = await q.orderBy('created').execute();
+  let items = '';
+  for (const row of rows) {
+    const b = toBucket(row);
+    if (!(await allowed(r, 'bucket-read', { type: 'bucket', bucketId: b.id }))) continue;
+    items += `<Bucket>${el('Name', displayName(b))}${el('CreationDate', isoDate(b.created))}</Bucket>`;
+  }
+  sendXml(r, doc('ListAllMyBucketsResult', `${OWNER}<Buckets>${items}</Buckets>`));
+}
+
+/** CreateBucket's optional body: a CreateBucketConfiguration whose LocationConstraint is any region. */
+function checkCreateConfiguration(body: Buffer): void {
+  if (body.length === 0 || body.toString('utf8').trim() === '') return;
+  const root = parseXml(body.toString('utf8'));
+  if (root.name !== 'CreateBucketConfiguration') throw new S3Error('MalformedXML');
+  childText(root, 'LocationConstraint');
+}
+
+export async function createBucketOp(r: S3Request): Promise<void> {
+  const name = r.bucketName;
+  await authorize(r, 'location-update', null);
+  const body = await readSmallBody(r);
+  checkCreateConfiguration(body);
+  const existing = await resolveBucket(r.ctx.db, name);
+  if (existing) {
+    const mine = r.policy.name === 'allow-all' || (await allowed(r, 'bucket-read', { type: 'bucket', bucketId: existing.id }));
+    throw new S3Error(mine ? 'BucketAlreadyOwnedByYou' : 'BucketAlreadyExists');
+  }
+  const problem = bucketNameProblem(name);
+  if (problem) throw new S3Error('InvalidBucketName', `The specified bucket is not valid: ${problem}.`, { BucketName: name });
+  if (isBucketId(name)) throw new S3Error('InvalidBucketName', 'Names shaped as a bucket id (a UUID) are reserved: they address the bucket of that id.', { BucketName: name });
+  try {
+    await createBucket(r.ctx, { name });
+  } catch (e) {
+    // Another request took the name in the meantime (the unique index).
+    if (!isAppError(e) && (await resolveBucket(r.ctx.db, name))) throw new S3Error('BucketAlreadyExists');
+    throw e;
+  }
+  sendEmpty(r, 200, { location: `/${name}` });
+}
+
+export async function headBucketOp(r: S3Request, bucket: Bucket): Promise<void> {
+  await authorize(r, 'bucket-read', { type: 'bucket', bucketId: bucket.id });
+  sendEmpty(r, 200, { 'x-amz-bucket-region': DOOR_REGION });
+}
+
+export async function deleteBucketOp(r: S3Request, bucket: Bucket): Promise<void> {
+  await authorize(r, 'location-update', { type: 'bucket', bucketId: bucket.id });
+  await deleteEmptyBucket(r.ctx, bucket.id);
+  sendEmpty(r, 204);
+}
+
+export async function getBucketLocationOp(r: S3Request, bucket: Bucket): Promise<void> {
+  await authorize(r, 'bucket-read', { type: 'bucket', bucketId: bucket.id });
+  // Empty: us-east-1, as S3 answers for it.
+  sendXml(r, `<?xml version="1.0" encoding="UTF-8"?>\n<LocationConstraint xmlns="http://s3.amazonaws.com/doc/2006-03-01/"/>`);
+}
+
+export async function getBucketVersioningOp(r: S3Request, bucket: Bucket): Promise<void> {
+  await authorize(r, 'bucket-read', { type: 'bucket', bucketId: bucket.id });
+  sendXml(r, doc('VersioningConfiguration', el('Status', 'Enabled')));
+}
+
+export async function putBucketVersioningOp(r: S3Request, bucket: Bucket): Promise<void> {
+  await authorize(r, 'bucket-update', { type: 'bucket', bucketId: bucket.id });
+  const body = await readSmallBody(r);
+  const root = parseXml(body.toString('utf8'));
+  if (root.name !== 'VersioningConfiguration') throw new S3Error('MalformedXML');
+  const status = childText(root, 'Status');
+  if (status === 'Suspended') throw new S3Error('NotImplemented', 'Versioning cannot be suspended: files-rest keeps every version of every object.');
+  if (status !== undefined && status !== 'Enabled') throw new S3Error('MalformedXML');
+  if (childText(root, 'MfaDelete') === 'Enabled') throw new S3Error('NotImplemented', 'MFA delete is not supported.');
+  sendEmpty(r, 200);
+}

@@ -1,0 +1,139 @@
+/**
+ * CopyObject (PUT with `x-amz-copy-source`): a new version of the destination key made from a
+ * version of the source, through the domain's copy (shared file instance within one location,
+ * streamed bytes across locations). Metadata and tags are the source's (`COPY`, the default) or the
+ * request's (`REPLACE`); the `x-amz-copy-source-if-*` conditions are checked against the source.
+ */
+import { copyObject } from '../domain/copy.js';
+import { chooseMimetype } from '../domain/mimetype.js';
+import type { Bucket, ObjectVersion } from '../domain/models.js';
+import { findHead, findVersion, getVersionMetadata } from '../domain/objects.js';
+import { S3_ETAG_KEY, S3_PART_SIZE_KEY } from '../domain/s3-uploads.js';
+import { S3Error } from './errors.js';
+import { resolveBucket } from './names.js';
+import { etagOf, metadataOf } from './objects.js';
+import { authorize, header, sendXml, type S3Request } from './request.js';
+import { taggingHeader } from './tagging.js';
+import { percentDecodeBytes } from './uri.js';
+import { doc, el } from './xml.js';
+
+/** `x-amz-copy-source`: `[/]bucket/key[?versionId=id]`, the key URL-encoded. */
+function parseCopySource(value: string): { bucketName: string; key: string; versionId: string | null } {
+  let text = value.trim();
+  let versionId: string | null = null;
+  const q = text.indexOf('?');
+  if (q !== -1) {
+    const params = new URLSearchParams(text.slice(q + 1));
+    versionId = params.get('versionId');
+    if (versionId === '') throw new S3Error('InvalidArgument', 'Version id cannot be the empty string.');
+    text = text.slice(0, q);
+  }
+  if (text.startsWith('/')) text = text.slice(1);
+  let decoded: string;
+  try {
+    decoded = new TextDecoder('utf-8', { fatal: true }).decode(percentDecodeBytes(text));
+  } catch {
+    throw new S3Error('InvalidArgument', 'Invalid copy source encoding.');
+  }
+  const slash = decoded.indexOf('/');
+  if (slash <= 0 || slash === decoded.length - 1) throw new S3Error('InvalidArgument', 'Copy Source must mention the source bucket and key: sourcebucket/sourcekey.');
+  return { bucketName: decoded.slice(0, slash), key: decoded.slice(slash + 1), versionId };
+}
+
+function directive(r: S3Request, name: string): 'COPY' | 'REPLACE' {
+  const v = header(r, name)?.trim().toUpperCase() ?? 'COPY';
+  if (v !== 'COPY' && v !== 'REPLACE') throw new S3Error('InvalidArgument', `Unknown ${name}: ${v}.`);
+  return v;
+}
+
+function etagMatches(list: string, etag: string): boolean {
+  return list.split(',').some((t) => {
+    const tag = t.trim().replace(/^W\//, '');
+    return tag === '*' || tag === etag || `"${tag}"` === etag;
+  });
+}
+
+function dateSeconds(text: string | undefined): number | null {
+  if (text === undefined) return null;
+  const t = Date.parse(text);
+  return Number.isNaN(t) ? null : Math.floor(t / 1000);
+}
+
+/**
+ * The `x-amz-copy-source-if-*` conditions, as S3 combines them: a matching if-match wins over a
+ * failing if-unmodified-since, a failing if-none-match over a passing if-modified-since.
+ */
+function checkSourceConditions(r: S3Request, source: ObjectVersion, etag: string): void {
+  const lastModified = Math.floor(source.created / 1_000_000);
+  const ifMatch = header(r, 'x-amz-copy-source-if-match');
+  const ifNoneMatch = header(r, 'x-amz-copy-source-if-none-match');
+  if (ifMatch !== undefined) {
+    if (!etagMatches(ifMatch, etag)) throw new S3Error('PreconditionFailed');
+  } else {
+    const ius = dateSeconds(header(r, 'x-amz-copy-source-if-unmodified-since'));
+    if (ius !== null && lastModified > ius) throw new S3Error('PreconditionFailed');
+  }
+  if (ifNoneMatch !== undefined) {
+    if (etagMatches(ifNoneMatch, etag)) throw new S3Error('PreconditionFailed');
+  } else {
+    const ims = dateSeconds(header(r, 'x-amz-copy-source-if-modified-since'));
+    if (ims !== null && lastModified <= ims) throw new S3Error('PreconditionFailed');
+  }
+}
+
+export async function copyObjectOp(r: S3Request, bucket: Bucket): Promise<void> {
+  const src = parseCopySource(header(r, 'x-amz-copy-source')!);
+  const metaDirective = directive(r, 'x-amz-metadata-directive');
+  const tagDirective = directive(r, 'x-amz-tagging-directive');
+  await authorize(r, 'bucket-update', { type: 'bucket', bucketId: bucket.id, key: r.key });
+  const srcBucket = await resolveBucket(r.ctx.db, src.bucketName);
+  if (!srcBucket) throw new S3Error('NoSuchBucket', undefined, { BucketName: src.bucketName });
+  await authorize(r, src.versionId !== null ? 'object-read-version' : 'object-read', { type: 'object', bucketId: srcBucket.id, key: src.key, ...(src.versionId ? { id: src.versionId } : {}) });
+
+  let source: ObjectVersion;
+  if (src.versionId !== null) {
+    const v = await findVersion(r.ctx.db, srcBucket.id, src.key, src.versionId);
+    if (!v) throw new S3Error('NoSuchVersion');
+    if (!v.file) throw new S3Error('InvalidRequest', 'The source of a copy request may not specifically refer to a delete marker by version id.');
+    source = v;
+  } else {
+    const head = await findHead(r.ctx.db, srcBucket.id, src.key);
+    if (!head || !head.file) throw new S3Error('NoSuchKey');
+    source = head;
+  }
+  const sourceMetadata = (await getVersionMetadata(r.ctx.db, source.versionId)) ?? {};
+  // The source's ETag as GET gives it: S3's multipart ETag for an object completed by a multipart upload.
+  checkSourceConditions(r, source, sourceMetadata[S3_ETAG_KEY] ?? etagOf(source));
+
+  if (srcBucket.id === bucket.id && src.key === r.key && source.isHead && metaDirective === 'COPY' && tagDirective === 'COPY') {
+    throw new S3Error(
+      'InvalidRequest',
+      "This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes.",
+    );
+  }
+  let metadata: Record<string, string>;
+  let mimetype: string;
+  if (metaDirective === 'REPLACE') {
+    metadata = metadataOf(r);
+    mimetype = chooseMimetype(r.key, header(r, 'content-type'));
+  } else {
+    // A copy is a new single-part object, as in S3: its ETag is its MD5, so the source's multipart
+    // ETag and part size stay behind.
+    const { [S3_ETAG_KEY]: _etag, [S3_PART_SIZE_KEY]: _partSize, ...rest } = sourceMetadata;
+    metadata = rest;
+    mimetype = source.mimetype ?? chooseMimetype(r.key, undefined);
+  }
+  const tags = tagDirective === 'REPLACE' ? (taggingHeader(r) ?? {}) : source.tags;
+
+  const abort = new AbortController();
+  const onClose = () => abort.abort();
+  r.res.once('close', onClose);
+  let version: ObjectVersion;
+  try {
+    version = await copyObject(r.ctx, { source, bucketId: bucket.id, key: r.key, mimetype, tags, metadata, signal: abort.signal });
+  } finally {
+    r.res.off('close', onClose);
+  }
+  const body = doc('CopyObjectResult', el('LastModified', new Date(Math.floor(version.created / 1000)).toISOString()) + el('ETag', etagOf(version)));
+  sendXml(r, body, 200, { 'x-amz-version-id': version.versionId, 'x-amz-copy-source-version-id': source.versionId });
+}

@@ -1,0 +1,307 @@
+/**
+ * The S3-compatible door: its own listener (FILES_REST_S3_PORT) in the `serve` process, path-style
+ * addressing (`/<bucket>/<key>`), SigV4 authentication, and a small router over the same domain
+ * the REST door uses. Plain node:http: bodies are streamed to storage as they come (aws-chunked
+ * decoded on the way), with no framework parsing anything, and the wire path is what is signed.
+ */
+import { randomBytes } from 'node:crypto';
+import { createServer as createHttpServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+import type { Logger } from 'pino';
+import type { PermissionPolicy } from '../auth/permissions.js';
+import type { DomainContext } from '../domain/context.js';
+import type { Bucket } from '../domain/models.js';
+import { cachedAccessKey, lookupAccessKey, rememberAccessKey } from './access-keys.js';
+import { createBucketOp, deleteBucketOp, getBucketLocationOp, getBucketVersioningOp, headBucketOp, listBucketsOp, putBucketVersioningOp } from './buckets.js';
+import { isS3Error, S3Error } from './errors.js';
+import { toS3Error } from './error-map.js';
+import { resolveBucket } from './names.js';
+import { deleteObjectOp, getObjectOp, headersOf, putObjectOp } from './objects.js';
+import { authorize, sendError, type S3Request } from './request.js';
+import { loadServerKeys, type ServerKeys } from '../auth/server-key.js';
+import { parseSigV4, verifySigV4 } from './sigv4.js';
+import { percentDecodeBytes } from './uri.js';
+import { listingOp } from './listing-op.js';
+import { copyObjectOp } from './copy.js';
+import { deleteObjectsOp } from './delete-objects.js';
+import { deleteObjectTaggingOp, getObjectTaggingOp, putObjectTaggingOp } from './tagging.js';
+import { doorMetrics, type DoorMetrics } from '../http/metrics.js';
+import { s3OperationName } from './operation-name.js';
+import { abortMultipartUploadOp, completeMultipartUploadOp, createMultipartUploadOp, listMultipartUploadsOp, listPartsOp, uploadPartOp } from './multipart.js';
+
+/** The listings (ListObjects, ListObjectsV2, ListObjectVersions), built in listings.ts. */
+export type ListingOperation = 'ListObjects' | 'ListObjectsV2' | 'ListObjectVersions';
+
+/**
+ * Query subresources of S3 operations files-rest does not offer: answered NotImplemented.
+ * (`versions`, `location`, `versioning`, `list-type`, `delete`, `uploads`, `uploadId` and an object's
+ * `tagging` are handled.)
+ */
+const UNSUPPORTED = new Set([
+  'acl', 'policy', 'policyStatus', 'lifecycle', 'cors', 'encryption', 'website', 'object-lock',
+  'replication', 'logging', 'notification', 'accelerate', 'requestPayment', 'ownershipControls', 'publicAccessBlock',
+  'intelligent-tiering', 'inventory', 'metrics', 'analytics', 'legal-hold', 'retention', 'torrent', 'select', 'restore',
+  'attributes', 'session', 'renameObject',
+]);
+
+export interface S3DoorOptions {
+  ctx: DomainContext;
+  policy: PermissionPolicy;
+  log: Logger;
+}
+
+function newRequestId(): string {
+  return randomBytes(8).toString('hex').toUpperCase();
+}
+
+const UTF8 = new TextDecoder('utf-8', { fatal: true });
+
+/** Splits a wire path into the bucket name and the key, both decoded (UTF-8). */
+function splitPath(rawPath: string): { bucketName: string; key: string } {
+  const path = rawPath.slice(1);
+  const slash = path.indexOf('/');
+  const bucketPart = slash === -1 ? path : path.slice(0, slash);
+  const keyPart = slash === -1 ? '' : path.slice(slash + 1);
+  const decode = (s: string) => {
+    const bytes = percentDecodeBytes(s);
+    try {
+      return UTF8.decode(bytes);
+    } catch {
+      throw new S3Error('InvalidArgument', 'The path is not valid UTF-8 after percent-decoding.');
+    }
+  };
+  return { bucketName: decode(bucketPart), key: decode(keyPart) };
+}
+
+export class S3Door {
+  readonly server: HttpServer;
+  private readonly keys: ServerKeys | null;
+  private readonly sockets = new Set<Socket>();
+  private readonly metrics: DoorMetrics | null;
+  url = '';
+
+  constructor(private readonly opts: S3DoorOptions) {
+    this.keys = loadServerKeys(opts.ctx.config, opts.log, { create: true });
+    this.metrics = doorMetrics(opts.ctx);
+    this.server = createHttpServer({ requireHostHeader: false }, (req, res) => {
+      void this.handle(req, res);
+    });
+    this.server.on('connection', (s: Socket) => {
+      this.sockets.add(s);
+      s.once('close', () => this.sockets.delete(s));
+    });
+    this.server.on('clientError', (err: NodeJS.ErrnoException, socket: Socket) => {
+      if (!socket.writable) return socket.destroy();
+      const status = err.code === 'HPE_HEADER_OVERFLOW' ? 431 : 400;
+      const requestId = newRequestId();
+      const body = `<?xml version="1.0" encoding="UTF-8"?><Error><Code>InvalidRequest</Code><Message>The request could not be parsed.</Message><RequestId>${requestId}</RequestId></Error>`;
+      const reason = status === 431 ? 'Request Header Fields Too Large' : 'Bad Request';
+      socket.end(`HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/xml\r\nContent-Length: ${Buffer.byteLength(body)}\r\nx-amz-request-id: ${requestId}\r\nConnection: close\r\n\r\n${body}`);
+    });
+  }
+
+  async listen(host: string, port: number): Promise<string> {
+    await new Promise<void>((resolve, reject) => {
+      const onError = (e: Error) => reject(e);
+      this.server.once('error', onError);
+      this.server.listen(port, host, () => {
+        this.server.off('error', onError);
+        resolve();
+      });
+    });
+    const addr = this.server.address();
+    const actual = typeof addr === 'object' && addr ? addr.port : port;
+    this.url = `http://${host}:${actual}`;
+    return this.url;
+  }
+
+  /** Stops accepting, lets requests in flight finish for `graceMs`, then cuts what is left. */
+  async close(graceMs: number): Promise<void> {
+    if (!this.server.listening) return;
+    const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
+    this.server.closeIdleConnections();
+    const timer = setTimeout(() => {
+      for (const s of this.sockets) s.destroy();
+    }, graceMs);
+    timer.unref();
+    await closed;
+    clearTimeout(timer);
+  }
+
+  private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const requestId = newRequestId();
+    res.setHeader('x-amz-request-id', requestId);
+    res.setHeader('x-amz-id-2', requestId);
+    res.setHeader('server', 'files-rest');
+    req.on('error', () => {});
+    res.on('error', () => {});
+    const url = req.url ?? '/';
+    const q = url.indexOf('?');
+    const rawPath = q === -1 ? url : url.slice(0, q);
+    const rawQuery = q === -1 ? '' : url.slice(q + 1);
+    let resource = rawPath;
+    let operation = 'Unknown';
+    if (this.metrics) this.count(req, res, () => operation);
+    try {
+      if (!rawPath.startsWith('/')) throw new S3Error('InvalidRequest', 'The request path must start with /.');
+      const { bucketName, key } = splitPath(rawPath);
+      const query = new URLSearchParams(rawQuery);
+      operation = s3OperationName(req.method ?? 'GET', bucketName, key, query, UNSUPPORTED);
+      resource = bucketName === '' ? '/' : `/${bucketName}${key ? `/${key}` : ''}`;
+      const r = await this.authenticate(req, res, requestId, rawPath, rawQuery, query, bucketName, key);
+      await this.route(r);
+    } catch (e) {
+      const err = toS3Error(e);
+      if (err.status >= 500) this.opts.log.error({ err: e, requestId }, 'S3 request failed');
+      sendError(res, req, err, resource, requestId, headersOf(e));
+    }
+  }
+
+  /** Counts the request in /metrics once its answer is over (sent, or cut). */
+  private count(req: IncomingMessage, res: ServerResponse, operation: () => string): void {
+    const metrics = this.metrics!;
+    const t0 = process.hrtime.bigint();
+    res.once('close', () => {
+      const length = (v: unknown) => (typeof v === 'string' && /^\d{1,15}$/.test(v) ? Number(v) : typeof v === 'number' ? v : 0);
+      const status = res.statusCode;
+      metrics.record({
+        door: 's3',
+        operation: operation(),
+        status,
+        seconds: Number(process.hrtime.bigint() - t0) / 1e9,
+        received: req.method === 'PUT' && status >= 200 && status < 300 ? length(req.headers['content-length']) : 0,
+        sent: req.method === 'HEAD' || !res.writableFinished ? 0 : length(res.getHeader('content-length')),
+      });
+    });
+  }
+
+  private async authenticate(
+    req: IncomingMessage,
+    res: ServerResponse,
+    requestId: string,
+    rawPath: string,
+    rawQuery: string,
+    query: URLSearchParams,
+    bucketName: string,
+    key: string,
+  ): Promise<S3Request> {
+    const parsed = parseSigV4({ method: req.method ?? 'GET', rawPath, rawQuery, headers: req.headersDistinct });
+    if (isS3Error(parsed)) throw parsed;
+    let auth = null;
+    let identity = null;
+    if (parsed !== null) {
+      const db = this.opts.ctx.db;
+      const now = Date.now();
+      const cached = cachedAccessKey(db, this.keys, parsed.accessKeyId, now);
+      const found = cached ?? (await lookupAccessKey(db, this.keys, parsed.accessKeyId));
+      if (!found) throw new S3Error('InvalidAccessKeyId', undefined, { AWSAccessKeyId: parsed.accessKeyId });
+      const verified = verifySigV4(parsed, found.secret, new Date(now));
+      if (isS3Error(verified)) throw verified;
+      // Cached only once it has signed a request correctly.
+      if (!cached) rememberAccessKey(db, this.keys!, parsed.accessKeyId, found, this.opts.ctx.config.s3KeyCacheSeconds * 1000, now);
+      auth = verified;
+      identity = found.identity;
+    }
+    return {
+      ctx: this.opts.ctx,
+      policy: this.opts.policy,
+      req,
+      res,
+      log: this.opts.log,
+      requestId,
+      method: req.method ?? 'GET',
+      rawPath,
+      query,
+      bucketName,
+      key,
+      auth,
+      identity,
+    };
+  }
+
+  private async bucketOf(r: S3Request): Promise<Bucket> {
+    const b = await resolveBucket(r.ctx.db, r.bucketName);
+    if (b) return b;
+    // A key scoped to one bucket learns nothing about the others.
+    if (r.identity?.bucket && r.policy.name !== 'allow-all') throw new S3Error('AccessDenied');
+    throw new S3Error('NoSuchBucket', undefined, { BucketName: r.bucketName });
+  }
+
+  private async route(r: S3Request): Promise<void> {
+    const m = r.method;
+    for (const name of r.query.keys()) {
+      if (UNSUPPORTED.has(name)) throw new S3Error('NotImplemented', `The ?${name} subresource (${m}) is not supported by files-rest.`);
+    }
+    if (r.bucketName === '') {
+      if (m === 'GET') return listBucketsOp(r);
+      throw new S3Error('MethodNotAllowed');
+    }
+    if (r.key === '') {
+      if (r.query.has('tagging')) throw new S3Error('NotImplemented', `Bucket tagging (${m} ?tagging) is not supported by files-rest.`);
+      if (m === 'PUT' && !r.query.has('versioning')) return createBucketOp(r);
+      const bucket = await this.bucketOf(r);
+      switch (m) {
+        case 'HEAD':
+          return headBucketOp(r, bucket);
+        case 'DELETE':
+          return deleteBucketOp(r, bucket);
+        case 'PUT':
+          return putBucketVersioningOp(r, bucket);
+        case 'POST':
+          if (r.query.has('delete')) return deleteObjectsOp(r, bucket);
+          throw new S3Error('MethodNotAllowed');
+        case 'GET': {
+          if (r.query.has('delete')) throw new S3Error('MethodNotAllowed', 'DeleteObjects (?delete) is a POST.');
+          if (r.query.has('uploads')) return listMultipartUploadsOp(r, bucket);
+          if (r.query.has('location')) return getBucketLocationOp(r, bucket);
+          if (r.query.has('versioning')) return getBucketVersioningOp(r, bucket);
+          const op: ListingOperation = r.query.has('versions') ? 'ListObjectVersions' : r.query.get('list-type') === '2' ? 'ListObjectsV2' : 'ListObjects';
+          await this.authorizeListing(r, op, bucket);
+          return listingOp(r, bucket);
+        }
+        default:
+          throw new S3Error('MethodNotAllowed');
+      }
+    }
+    const bucket = await this.bucketOf(r);
+    if (r.query.has('uploadId')) {
+      switch (m) {
+        case 'PUT':
+          return uploadPartOp(r, bucket);
+        case 'POST':
+          return completeMultipartUploadOp(r, bucket);
+        case 'DELETE':
+          return abortMultipartUploadOp(r, bucket);
+        case 'GET':
+          return listPartsOp(r, bucket);
+        default:
+          throw new S3Error('MethodNotAllowed');
+      }
+    }
+    if (m === 'POST' && r.query.has('uploads')) return createMultipartUploadOp(r, bucket);
+    if (r.query.has('tagging')) {
+      if (m === 'GET') return getObjectTaggingOp(r, bucket);
+      if (m === 'PUT') return putObjectTaggingOp(r, bucket);
+      if (m === 'DELETE') return deleteObjectTaggingOp(r, bucket);
+      throw new S3Error('MethodNotAllowed');
+    }
+    if (m === 'PUT' && r.req.headers['x-amz-copy-source'] !== undefined) return copyObjectOp(r, bucket);
+    switch (m) {
+      case 'PUT':
+        return putObjectOp(r, bucket);
+      case 'GET':
+      case 'HEAD':
+        return getObjectOp(r, bucket);
+      case 'DELETE':
+        return deleteObjectOp(r, bucket);
+      case 'POST':
+        throw new S3Error('NotImplemented', 'POST object operations are not supported by files-rest.');
+      default:
+        throw new S3Error('MethodNotAllowed');
+    }
+  }
+
+  private async authorizeListing(r: S3Request, op: ListingOperation, bucket: Bucket): Promise<void> {
+    await authorize(r, op === 'ListObjectVersions' ? 'bucket-read-versions' : 'bucket-read', { type: 'bucket', bucketId: bucket.id });
+  }
+}

@@ -1,0 +1,238 @@
+/**
+ * The S3 door's multipart operations: CreateMultipartUpload, UploadPart, UploadPartCopy,
+ * CompleteMultipartUpload, AbortMultipartUpload, ListParts, ListMultipartUploads. The protocol is
+ * here (XML, 1-based part numbers, ETags); the rules are the domain's (src/domain/s3-uploads.ts,
+ * and the REST door's abort, expiry and merge in multipart.ts).
+ */
+import { abortUpload, completionNews, completionStatus, getUploadInLiveBucket, type MultipartUpload } from '../domain/multipart.js';
+import { createS3Upload, listS3Parts, listS3Uploads, requestS3Completion, S3_MAX_PART_NUMBER, uploadS3Part, type CompletedPart } from '../domain/s3-uploads.js';
+import { findHead, findVersion } from '../domain/objects.js';
+import type { Bucket, ObjectVersion } from '../domain/models.js';
+import { isAppError } from '../errors.js';
+import { isStorageError } from '../storage/backend.js';
+import { S3Error } from './errors.js';
+import { resolveBucket } from './names.js';
+import { metadataOf } from './objects.js';
+import { openPayload, readSmallBody } from './payload.js';
+import { authorize, header, sendEmpty, sendXml, type S3Request } from './request.js';
+import { percentDecodeBytes } from './uri.js';
+import { s3UrlEncode } from './listings.js';
+import { childText, doc, el, parseXml } from './xml.js';
+
+const isoDate = (micros: number) => new Date(Math.floor(micros / 1000)).toISOString();
+const md5Etag = (checksum: string) => `"${checksum.replace(/^md5:/, '')}"`;
+
+/** The upload named by ?uploadId, as NoSuchUpload when unknown, of another key, or started by the REST door. */
+async function uploadOf(r: S3Request, bucket: Bucket): Promise<MultipartUpload> {
+  const id = r.query.get('uploadId') ?? '';
+  if (!/^[0-9a-f-]{1,64}$/i.test(id)) throw new S3Error('NoSuchUpload');
+  const u = await getUploadInLiveBucket(r.ctx.db, bucket.id, r.key, id);
+  if (u.door !== 's3') throw new S3Error('NoSuchUpload');
+  return u;
+}
+
+/** An integer query parameter within [min, max], or `fallback` when absent. */
+function intParam(r: S3Request, name: string, fallback: number, min: number, max: number, message?: string): number {
+  const v = r.query.get(name);
+  if (v === null || v === '') return fallback;
+  if (!/^-?\d{1,10}$/.test(v) || Number(v) < min || Number(v) > max) throw new S3Error('InvalidArgument', message ?? `${name} must be an integer from ${min} to ${max}.`);
+  return Number(v);
+}
+
+function partNumberOf(r: S3Request): number {
+  return intParam(r, 'partNumber', NaN, 1, S3_MAX_PART_NUMBER, `Part number must be an integer between 1 and ${S3_MAX_PART_NUMBER}, inclusive.`);
+}
+
+/** POST /bucket/key?uploads */
+export async function createMultipartUploadOp(r: S3Request, bucket: Bucket): Promise<void> {
+  await authorize(r, 'bucket-update', { type: 'bucket', bucketId: bucket.id, key: r.key });
+  const u = await createS3Upload(r.ctx, { bucketId: bucket.id, key: r.key, metadata: metadataOf(r) });
+  sendXml(r, doc('InitiateMultipartUploadResult', el('Bucket', r.bucketName) + el('Key', r.key) + el('UploadId', u.id)));
+}
+
+/** PUT /bucket/key?partNumber&uploadId: UploadPart, or UploadPartCopy with x-amz-copy-source. */
+export async function uploadPartOp(r: S3Request, bucket: Bucket): Promise<void> {
+  const partNumber = partNumberOf(r);
+  await authorize(r, 'bucket-update', { type: 'bucket', bucketId: bucket.id, key: r.key });
+  const u = await uploadOf(r, bucket);
+  if (header(r, 'x-amz-copy-source') !== undefined) return uploadPartCopy(r, u, partNumber);
+  const payload = await openPayload(r);
+  const abort = new AbortController();
+  const onClose = () => {
+    if (!r.req.complete) abort.abort();
+  };
+  r.req.once('close', onClose);
+  let part;
+  try {
+    part = await uploadS3Part(r.ctx, u, {
+      partNumber,
+      size: payload.declaredSize,
+      source: payload.stream,
+      signal: abort.signal,
+      expectedDigests: payload.expectedDigests,
+      verify: () => payload.verify(),
+    });
+  } catch (e) {
+    const failure = payload.failure();
+    if (failure) throw failure;
+    if (isAppError(e, 'CHECKSUM_MISMATCH') && e.params.header === 'Content-MD5') throw new S3Error('BadDigest', 'The Content-MD5 you specified did not match what we received.');
+    throw e;
+  } finally {
+    r.req.off('close', onClose);
+  }
+  sendEmpty(r, 200, { etag: md5Etag(part.checksum), ...payload.checksums });
+}
+
+/** `/bucket/key?versionId=v` of x-amz-copy-source, decoded. */
+function parseCopySource(text: string): { bucketName: string; key: string; versionId: string | null } {
+  const q = text.indexOf('?');
+  const path = (q === -1 ? text : text.slice(0, q)).replace(/^\//, '');
+  const params = new URLSearchParams(q === -1 ? '' : text.slice(q + 1));
+  const slash = path.indexOf('/');
+  if (slash <= 0 || slash === path.length - 1) throw new S3Error('InvalidArgument', 'x-amz-copy-source must be /bucket/key.');
+  let decoded: string[];
+  try {
+    decoded = [path.slice(0, slash), path.slice(slash + 1)].map((s) => new TextDecoder('utf-8', { fatal: true }).decode(percentDecodeBytes(s)));
+  } catch {
+    throw new S3Error('InvalidArgument', 'x-amz-copy-source is not valid UTF-8 after percent-decoding.');
+  }
+  return { bucketName: decoded[0]!, key: decoded[1]!, versionId: params.get('versionId') };
+}
+
+async function uploadPartCopy(r: S3Request, u: MultipartUpload, partNumber: number): Promise<void> {
+  const src = parseCopySource(header(r, 'x-amz-copy-source')!.trim());
+  const srcBucket = await resolveBucket(r.ctx.db, src.bucketName);
+  if (!srcBucket) throw new S3Error('NoSuchBucket', undefined, { BucketName: src.bucketName });
+  await authorize(r, src.versionId ? 'object-read-version' : 'object-read', { type: 'object', bucketId: srcBucket.id, key: src.key, ...(src.versionId ? { id: src.versionId } : {}) });
+  let version: ObjectVersion | null;
+  if (src.versionId) {
+    version = await findVersion(r.ctx.db, srcBucket.id, src.key, src.versionId);
+    if (!version) throw new S3Error('NoSuchVersion');
+  } else {
+    version = await findHead(r.ctx.db, srcBucket.id, src.key);
+    if (!version) throw new S3Error('NoSuchKey');
+  }
+  const file = version.file;
+  if (!file) throw new S3Error(src.versionId ? 'InvalidRequest' : 'NoSuchKey', src.versionId ? 'The source version is a delete marker.' : undefined);
+  if (!file.readable || !file.uri) throw new S3Error('ServiceUnavailable', 'File storage is offline.');
+  let range = { start: 0, end: file.size - 1 };
+  const rangeText = header(r, 'x-amz-copy-source-range');
+  if (rangeText !== undefined) {
+    const m = /^bytes=(\d+)-(\d+)$/.exec(rangeText.trim());
+    if (!m || Number(m[1]) > Number(m[2]) || Number(m[2]) >= file.size) {
+      throw new S3Error('InvalidArgument', 'The x-amz-copy-source-range value must be of the form bytes=first-last where first and last are the zero-based offsets of the first and last bytes to copy, within the object.');
+    }
+    range = { start: Number(m[1]), end: Number(m[2]) };
+  }
+  const size = range.end - range.start + 1;
+  let source;
+  try {
+    source = size > 0 ? await r.ctx.storage.forUri(file.uri).open(file.uri, range) : (await import('node:stream')).Readable.from([]);
+  } catch (e) {
+    if (isStorageError(e, 'missing')) throw new S3Error('InternalError', 'The source object could not be read.');
+    throw new S3Error('ServiceUnavailable', 'File storage is offline.');
+  }
+  source.on('error', () => {});
+  const part = await uploadS3Part(r.ctx, u, { partNumber, size, source });
+  sendXml(r, doc('CopyPartResult', el('LastModified', isoDate(part.updated)) + el('ETag', md5Etag(part.checksum))), 200, {
+    'x-amz-copy-source-version-id': version.versionId,
+  });
+}
+
+/** The part list of a CompleteMultipartUpload body. */
+function parsePartList(body: Buffer): CompletedPart[] {
+  const root = parseXml(body.toString('utf8'));
+  if (root.name !== 'CompleteMultipartUpload') throw new S3Error('MalformedXML');
+  const parts = root.children.filter((c) => c.name === 'Part').map((p) => {
+    const n = childText(p, 'PartNumber');
+    const etag = childText(p, 'ETag');
+    if (n === undefined || etag === undefined || !/^\d{1,5}$/.test(n)) throw new S3Error('MalformedXML');
+    if (Number(n) < 1 || Number(n) > S3_MAX_PART_NUMBER) throw new S3Error('InvalidArgument', `Part number must be an integer between 1 and ${S3_MAX_PART_NUMBER}, inclusive.`);
+    return { partNumber: Number(n), etag };
+  });
+  if (parts.length === 0) throw new S3Error('MalformedXML', 'The XML you provided was not well-formed or did not validate against our published schema: it lists no part.');
+  return parts;
+}
+
+/** POST /bucket/key?uploadId: waits for the merge, then answers with the object's ETag. */
+export async function completeMultipartUploadOp(r: S3Request, bucket: Bucket): Promise<void> {
+  await authorize(r, 'bucket-update', { type: 'bucket', bucketId: bucket.id, key: r.key });
+  const u = await uploadOf(r, bucket);
+  const list = parsePartList(await readSmallBody(r, 1024 * 1024));
+  // A retry of a completion already under way (the first call's connection or server died) waits for it.
+  const { upload: completing, etag } =
+    u.state === 'completing' && u.metadata?.etag ? { upload: u, etag: u.metadata.etag } : await requestS3Completion(r.ctx, u, list);
+  const deadline = Date.now() + 600_000;
+  let delay = 10;
+  for (;;) {
+    const st = await completionStatus(r.ctx.db, completing);
+    if (st.state === 'completed') {
+      const location = `${r.req.headers.host ? `http://${r.req.headers.host}` : ''}/${r.bucketName}/${r.key}`;
+      sendXml(r, doc('CompleteMultipartUploadResult', el('Location', location) + el('Bucket', r.bucketName) + el('Key', r.key) + el('ETag', etag)), 200, {
+        'x-amz-version-id': st.version.versionId,
+      });
+      return;
+    }
+    if (st.state === 'refused') throw st.refusal;
+    if (st.state === 'failed' || st.state === 'gone' || Date.now() > deadline) {
+      throw new S3Error('InternalError', st.state === 'failed' ? `Completing the upload failed: ${st.error}.` : 'The upload is still being completed; retry CompleteMultipartUpload later.');
+    }
+    await completionNews(u.id, delay);
+    delay = Math.min(delay * 2, 100);
+  }
+}
+
+/** DELETE /bucket/key?uploadId */
+export async function abortMultipartUploadOp(r: S3Request, bucket: Bucket): Promise<void> {
+  const u = await uploadOf(r, bucket);
+  await authorize(r, 'multipart-delete', { type: 'multipart', bucketId: bucket.id, id: u.id });
+  await abortUpload(r.ctx, u.id, { checkLock: true });
+  sendEmpty(r, 204);
+}
+
+/** GET /bucket/key?uploadId */
+export async function listPartsOp(r: S3Request, bucket: Bucket): Promise<void> {
+  const u = await uploadOf(r, bucket);
+  await authorize(r, 'multipart-read', { type: 'multipart', bucketId: bucket.id, id: u.id });
+  const marker = intParam(r, 'part-number-marker', 0, 0, S3_MAX_PART_NUMBER);
+  const max = intParam(r, 'max-parts', 1000, 0, 2147483647);
+  const limit = Math.min(max, 1000);
+  const parts = await listS3Parts(r.ctx.db, u, marker, limit + 1);
+  const truncated = parts.length > limit;
+  const page = parts.slice(0, limit);
+  const next = page.length ? page[page.length - 1]!.partNumber : marker;
+  const inner =
+    el('Bucket', r.bucketName) + el('Key', r.key) + el('UploadId', u.id) +
+    el('PartNumberMarker', marker) + el('NextPartNumberMarker', next) + el('MaxParts', limit) + el('IsTruncated', truncated) +
+    el('StorageClass', 'STANDARD') +
+    page.map((p) => `<Part>${el('PartNumber', p.partNumber)}${el('LastModified', isoDate(p.updated))}${el('ETag', md5Etag(p.checksum))}${el('Size', p.size)}</Part>`).join('');
+  sendXml(r, doc('ListPartsResult', inner));
+}
+
+/** GET /bucket?uploads */
+export async function listMultipartUploadsOp(r: S3Request, bucket: Bucket): Promise<void> {
+  await authorize(r, 'bucket-listmultiparts', { type: 'bucket', bucketId: bucket.id });
+  const prefix = r.query.get('prefix') ?? '';
+  const delimiter = r.query.get('delimiter') ?? '';
+  const keyMarker = r.query.get('key-marker') ?? '';
+  const uploadIdMarker = r.query.get('upload-id-marker') ?? '';
+  const limit = Math.min(intParam(r, 'max-uploads', 1000, 0, 2147483647), 1000);
+  const url = r.query.get('encoding-type')?.toLowerCase() === 'url';
+  if (r.query.has('encoding-type') && !url) throw new S3Error('InvalidArgument', 'Invalid Encoding Method specified in Request');
+  const enc = url ? s3UrlEncode : (s: string) => s;
+  const entries = await listS3Uploads(r.ctx.db, bucket.id, { prefix, delimiter, keyMarker, uploadIdMarker: keyMarker ? uploadIdMarker : '', limit: limit + 1 });
+  const truncated = entries.length > limit;
+  const page = entries.slice(0, limit);
+  const last = page[page.length - 1];
+  let next = '';
+  if (truncated && last) {
+    next = last.kind === 'upload' ? el('NextKeyMarker', enc(last.upload.key)) + el('NextUploadIdMarker', last.upload.id) : el('NextKeyMarker', enc(last.prefix)) + el('NextUploadIdMarker', '');
+  }
+  const inner =
+    el('Bucket', r.bucketName) + el('KeyMarker', enc(keyMarker)) + el('UploadIdMarker', uploadIdMarker) + next +
+    el('Prefix', enc(prefix)) + (delimiter ? el('Delimiter', enc(delimiter)) : '') + el('MaxUploads', limit) +
+    (url ? el('EncodingType', 'url') : '') + el('IsTruncated', truncated) +
+    page.map((e) => (e.kind === 'upload' ? `<Upload>${el('Key', enc(e.upload.key))}${el('UploadId', e.upload.id)}${el('StorageClass', 'STANDARD')}${el('Initiated', isoDate(e.upload.created))}</Upload>` : '')).join('') +
+    page.map((e) => (e.kind === 'prefix' ? `<CommonPrefixes>${el('Prefix', enc(e.prefix))}</CommonPrefixes>` : '')).join('');
+  sendXml(r, doc('ListMultipartUploadsResult', inner));
+}

@@ -1,0 +1,331 @@
+/** The S3 door's object operations: PutObject, GetObject, HeadObject, DeleteObject. */
+import type { OutgoingHttpHeaders } from 'node:http';
+import type { Readable } from 'node:stream';
+import { isAppError } from '../errors.js';
+import type { Bucket, ObjectVersion } from '../domain/models.js';
+import { findHeadWithMetadata, findVersion, getVersionMetadata, hardDeleteVersion, placeDeleteMarker, putObject } from '../domain/objects.js';
+import type { Precondition } from '../domain/preconditions.js';
+import { S3_ETAG_KEY, S3_MAX_PART_NUMBER, S3_PART_SIZE_KEY, s3PartRange } from '../domain/s3-uploads.js';
+import { watchBody } from '../http/body-watch.js';
+import { parseRange } from '../http/download.js';
+import { openContent, readFailed, type ServableFile } from '../domain/reads.js';
+import { pumpFile, VerifyingStream } from '../http/file-pump.js';
+import { S3Error } from './errors.js';
+import { openPayload } from './payload.js';
+import { authorize, header, sendEmpty, type S3Request } from './request.js';
+import { toS3Error } from './error-map.js';
+import { taggingCountHeader, taggingHeader } from './tagging.js';
+
+/** Headers stored with a version as given, and returned on GET/HEAD. */
+const STORED_HEADERS = ['content-type', 'content-disposition', 'content-encoding', 'content-language', 'cache-control', 'expires'];
+/** S3's limit on the user metadata (x-amz-meta-*) of an object, in bytes. */
+const MAX_USER_METADATA = 2048;
+/** GetObject's response-* query overrides and the header each sets. */
+const RESPONSE_OVERRIDES: Record<string, string> = {
+  'response-content-type': 'content-type',
+  'response-content-language': 'content-language',
+  'response-expires': 'expires',
+  'response-cache-control': 'cache-control',
+  'response-content-disposition': 'content-disposition',
+  'response-content-encoding': 'content-encoding',
+};
+
+/** The plain MD5 ETag of a version's file (`"hex"`), from the stored `md5:hex` checksum. */
+export function etagOf(v: Pick<ObjectVersion, 'file'>): string {
+  const c = v.file?.checksum ?? '';
+  return `"${c.startsWith('md5:') ? c.slice(4) : c}"`;
+}
+
+function httpDate(micros: number): string {
+  return new Date(Math.floor(micros / 1000)).toUTCString();
+}
+
+/** The metadata a PUT stores: the standard headers as given and x-amz-meta-*. */
+export function metadataOf(r: S3Request): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const name of STORED_HEADERS) {
+    let v = header(r, name);
+    if (v === undefined) continue;
+    if (name === 'content-encoding') {
+      // aws-chunked is the framing of this request, not an encoding of the object.
+      v = v.split(',').map((s) => s.trim()).filter((s) => s !== '' && s.toLowerCase() !== 'aws-chunked').join(',');
+      if (v === '') continue;
+    }
+    out[name] = v;
+  }
+  let userBytes = 0;
+  for (const name of Object.keys(r.req.headersDistinct)) {
+    if (!name.startsWith('x-amz-meta-')) continue;
+    const v = header(r, name)!;
+    userBytes += name.length - 'x-amz-meta-'.length + Buffer.byteLength(v);
+    out[name] = v;
+  }
+  if (userBytes > MAX_USER_METADATA) throw new S3Error('InvalidArgument', `Your metadata headers exceed the maximum allowed metadata size (${MAX_USER_METADATA} bytes).`);
+  return out;
+}
+
+/**
+ * If-Match / If-None-Match of a PutObject, as the domain's precondition. S3's ETag of a single-part
+ * object is the plain MD5 (`"<hex>"`); the domain compares the REST door's form (`"md5:<hex>"`).
+ */
+function putPrecondition(r: S3Request): Precondition | undefined {
+  const ifNoneMatch = header(r, 'if-none-match');
+  const ifMatch = header(r, 'if-match');
+  if (ifNoneMatch === undefined && ifMatch === undefined) return undefined;
+  const p: { ifMatch?: Precondition['ifMatch']; ifNoneMatch?: Precondition['ifNoneMatch'] } = {};
+  if (ifNoneMatch !== undefined) {
+    if (ifNoneMatch.trim() !== '*') throw new S3Error('NotImplemented', 'If-None-Match on PutObject accepts only *.');
+    p.ifNoneMatch = '*';
+  }
+  if (ifMatch !== undefined) {
+    const tags = ifMatch.split(',').map((t) => t.trim().replace(/^W\//, '').replace(/^"|"$/g, ''));
+    p.ifMatch = tags.includes('*') ? '*' : tags.map((tag) => `"md5:${tag.toLowerCase()}"`);
+  }
+  return p;
+}
+
+export async function putObjectOp(r: S3Request, bucket: Bucket): Promise<void> {
+  await authorize(r, 'bucket-update', { type: 'bucket', bucketId: bucket.id, key: r.key });
+  const metadata = metadataOf(r);
+  const tags = taggingHeader(r);
+  const precondition = putPrecondition(r);
+  const payload = await openPayload(r);
+  // The same cut as the REST door's: a client gone mid-body, or silent for FILES_REST_BODY_IDLE_TIMEOUT.
+  const watch = watchBody(r.req, r.ctx.config.bodyIdleTimeout, r.log);
+  let version: ObjectVersion;
+  try {
+    version = await putObject(r.ctx, {
+      bucketId: bucket.id,
+      key: r.key,
+      source: payload.stream,
+      declaredSize: payload.declaredSize,
+      contentType: header(r, 'content-type'),
+      expectedDigests: payload.expectedDigests,
+      signal: watch.signal,
+      precondition,
+      ...(tags ? { tags } : {}),
+      verify: async () => {
+        await payload.verify();
+        Object.assign(metadata, payload.checksums);
+      },
+      metadata,
+    });
+  } catch (e) {
+    // A stalled body: RequestTimeout, whatever the cut made of the pipe.
+    if (isAppError(watch.signal.reason, 'UPLOAD_TIMEOUT')) throw watch.signal.reason;
+    // A framing or signature fault of the body is what the client must hear, not its consequence.
+    const failure = payload.failure();
+    if (failure) throw failure;
+    if (isAppError(e, 'CHECKSUM_MISMATCH') && e.params.header === 'Content-MD5') throw new S3Error('BadDigest', 'The Content-MD5 you specified did not match what we received.');
+    throw e;
+  } finally {
+    watch.done();
+  }
+  const headers: Record<string, string> = { etag: etagOf(version), 'x-amz-version-id': version.versionId };
+  for (const [k, v] of Object.entries(payload.checksums)) headers[k] = v;
+  sendEmpty(r, 200, headers);
+}
+
+/** GetObject's `partNumber` (1 to 10000), or null; it cannot be combined with a Range. */
+function partNumberOf(r: S3Request): number | null {
+  const raw = r.query.get('partNumber');
+  if (raw === null) return null;
+  if (!/^[0-9]{1,5}$/.test(raw) || Number(raw) < 1 || Number(raw) > S3_MAX_PART_NUMBER) {
+    throw new S3Error('InvalidArgument', `Part number must be an integer between 1 and ${S3_MAX_PART_NUMBER}, inclusive`, { ArgumentName: 'partNumber', ArgumentValue: raw });
+  }
+  if (header(r, 'range') !== undefined) throw new S3Error('InvalidRequest', 'Cannot specify both Range header and partNumber query parameter.');
+  return Number(raw);
+}
+
+function etagMatches(list: string, etag: string): boolean {
+  return list.split(',').some((t) => {
+    const tag = t.trim().replace(/^W\//, '');
+    return tag === '*' || tag === etag || `"${tag}"` === etag;
+  });
+}
+
+function dateSeconds(text: string | undefined): number | null {
+  if (text === undefined) return null;
+  const t = Date.parse(text);
+  return Number.isNaN(t) ? null : Math.floor(t / 1000);
+}
+
+/** GetObject and HeadObject. */
+export async function getObjectOp(r: S3Request, bucket: Bucket): Promise<void> {
+  const versionId = r.query.get('versionId');
+  if (versionId === '') throw new S3Error('InvalidArgument', 'Version id cannot be the empty string.');
+  await authorize(r, versionId !== null ? 'object-read-version' : 'object-read', { type: 'object', bucketId: bucket.id, key: r.key, ...(versionId ? { id: versionId } : {}) });
+  const partNumber = partNumberOf(r);
+  let version: ObjectVersion;
+  let meta: Record<string, string>;
+  if (versionId !== null) {
+    const v = await findVersion(r.ctx.db, bucket.id, r.key, versionId);
+    if (!v) throw new S3Error('NoSuchVersion');
+    if (!v.file) throw withHeaders(new S3Error('MethodNotAllowed', 'The specified method is not allowed against a delete marker.'), { 'x-amz-delete-marker': 'true', 'x-amz-version-id': v.versionId, 'last-modified': httpDate(v.created) });
+    version = v;
+    meta = (await getVersionMetadata(r.ctx.db, version.versionId)) ?? {};
+  } else {
+    const head = await findHeadWithMetadata(r.ctx.db, bucket.id, r.key);
+    if (!head) throw new S3Error('NoSuchKey');
+    if (!head.version.file) throw withHeaders(new S3Error('NoSuchKey'), { 'x-amz-delete-marker': 'true', 'x-amz-version-id': head.version.versionId });
+    version = head.version;
+    meta = head.metadata ?? {};
+  }
+  const file = version.file! as ServableFile;
+  if (!file.readable || !file.uri) throw new S3Error('ServiceUnavailable', 'File storage is offline.');
+  if (file.lastCheck === false && !r.ctx.config.serveCorruptedFiles) throw new S3Error('InternalError', 'The stored file failed its last integrity check and is not served.');
+  // A multipart upload's object has S3's multipart ETag, stored with it at completion.
+  const etag = meta[S3_ETAG_KEY] ?? etagOf(version);
+  const lastModified = Math.floor(version.created / 1_000_000);
+  const headers: Record<string, string> = {
+    etag,
+    'last-modified': httpDate(version.created),
+    'accept-ranges': 'bytes',
+    'x-amz-version-id': version.versionId,
+    'content-type': meta['content-type'] ?? version.mimetype ?? 'application/octet-stream',
+    'x-content-type-options': 'nosniff',
+    ...taggingCountHeader(version.tags),
+  };
+  for (const [k, v] of Object.entries(meta)) {
+    if (k === 'content-type' || k === S3_ETAG_KEY || k === S3_PART_SIZE_KEY || k.startsWith('x-amz-checksum-')) continue;
+    headers[k] = v;
+  }
+  for (const [param, name] of Object.entries(RESPONSE_OVERRIDES)) {
+    const v = r.query.get(param);
+    if (v !== null) headers[name] = v;
+  }
+
+  // Conditions, as S3 applies them: If-Match before If-Unmodified-Since, If-None-Match before If-Modified-Since.
+  const ifMatch = header(r, 'if-match');
+  const ifNoneMatch = header(r, 'if-none-match');
+  if (ifMatch !== undefined) {
+    if (!etagMatches(ifMatch, etag)) throw withHeaders(new S3Error('PreconditionFailed'), {});
+  } else {
+    const ius = dateSeconds(header(r, 'if-unmodified-since'));
+    if (ius !== null && lastModified > ius) throw new S3Error('PreconditionFailed');
+  }
+  const notModified = ifNoneMatch !== undefined ? etagMatches(ifNoneMatch, etag) : (() => {
+    const ims = dateSeconds(header(r, 'if-modified-since'));
+    return ims !== null && lastModified <= ims;
+  })();
+  if (notModified) {
+    r.res.writeHead(304, { etag, 'last-modified': headers['last-modified']!, 'x-amz-version-id': version.versionId });
+    r.res.end();
+    return;
+  }
+
+  let range: { start: number; end: number } | null = null;
+  const rangeHeader = header(r, 'range');
+  if (partNumber !== null) {
+    // One part of the object: its bytes, as a range (206), and the object's part count.
+    const part = s3PartRange(meta, file.size, partNumber);
+    if (part.kind === 'none') throw withHeaders(new S3Error('InvalidPartNumber', undefined, { PartNumberRequested: String(partNumber), ActualPartCount: String(part.count) }), { 'x-amz-mp-parts-count': String(part.count) });
+    if (part.kind === 'unknown') {
+      throw new S3Error('NotImplemented', 'This object was completed by a multipart upload before files-rest recorded part sizes: its parts cannot be read one by one.');
+    }
+    if (part.kind === 'part') {
+      range = { start: part.start, end: part.end };
+      if (part.count !== null) headers['x-amz-mp-parts-count'] = String(part.count);
+    }
+  } else if (rangeHeader !== undefined) {
+    const parsed = parseRange(rangeHeader, file.size);
+    if (parsed === 'unsatisfiable') throw withHeaders(new S3Error('InvalidRange', undefined, { RangeRequested: rangeHeader, ActualObjectSize: String(file.size) }), { 'content-range': `bytes */${file.size}` });
+    if (parsed !== 'ignore') range = parsed;
+  }
+  const length = range ? range.end - range.start + 1 : file.size;
+  headers['content-length'] = String(length);
+  if (range) headers['content-range'] = `bytes ${range.start}-${range.end}/${file.size}`;
+  const status = range ? 206 : 200;
+  // Whole-object checksums describe the whole object only: not given with a range (S3 does the same).
+  if (!range && header(r, 'x-amz-checksum-mode')?.toUpperCase() === 'ENABLED') {
+    for (const [k, v] of Object.entries(meta)) if (k.startsWith('x-amz-checksum-')) headers[k] = v;
+  }
+  if (r.method === 'HEAD') {
+    r.res.writeHead(status, headers as OutgoingHttpHeaders);
+    r.res.end();
+    return;
+  }
+  // The bytes as the REST door reads them (reads.ts): from the first copy that can be read (another
+  // one when a copy is lost or damaged), a small object in one read, a large one pumped through two
+  // recycled buffers. A missing file is InternalError, an offline store ServiceUnavailable (error-map.ts).
+  const content = await openContent(r.ctx, file as ServableFile, range);
+  const res = r.res;
+  if (content.kind === 'reader') {
+    const { reader } = content;
+    try {
+      res.writeHead(status, headers as OutgoingHttpHeaders);
+    } catch (e) {
+      await reader.close();
+      throw e;
+    }
+    res.once('finish', () => r.ctx.signals.send('file-downloaded', { obj: version, bytes: length }));
+    pumpFile(reader, res, content.range, undefined, content.checksum)
+      .catch(async (err: unknown) => {
+        if (!res.destroyed) {
+          r.log.error({ err, fileId: file.id, uri: content.copy.uri }, 'S3 download broken off');
+          // A copy found short or wrong is recorded before the client sees the break: its next request gets a good copy.
+          await readFailed(r.ctx, file, content.copy, err);
+        }
+        res.destroy();
+      })
+      .finally(() => reader.close());
+    return;
+  }
+  res.writeHead(status, headers as OutgoingHttpHeaders);
+  if (content.kind !== 'stream') {
+    res.once('finish', () => r.ctx.signals.send('file-downloaded', { obj: version, bytes: content.kind === 'empty' ? 0 : length }));
+    res.end(content.kind === 'buffer' ? content.data : undefined);
+    return;
+  }
+  let body: Readable = content.stream;
+  if (content.checksum) {
+    const { copy } = content;
+    const verifying = new VerifyingStream(content.checksum, (e) => readFailed(r.ctx, file, copy, e));
+    body.on('error', (e) => verifying.destroy(e));
+    body = body.pipe(verifying);
+  }
+  res.once('finish', () => r.ctx.signals.send('file-downloaded', { obj: version, bytes: length }));
+  body.on('error', (err) => {
+    r.log.error({ err, fileId: file.id }, 'S3 download broken off');
+    res.destroy();
+  });
+  res.on('close', () => body.destroy());
+  body.pipe(res);
+}
+
+/** DeleteObject: a new delete marker, or with versionId the removal of that version. */
+export async function deleteObjectOp(r: S3Request, bucket: Bucket): Promise<void> {
+  const versionId = r.query.get('versionId');
+  if (versionId === '') throw new S3Error('InvalidArgument', 'Version id cannot be the empty string.');
+  if (versionId !== null) {
+    await authorize(r, 'object-delete-version', { type: 'object', bucketId: bucket.id, key: r.key, id: versionId });
+    try {
+      const removed = await hardDeleteVersion(r.ctx, bucket.id, r.key, versionId);
+      const headers: Record<string, string> = { 'x-amz-version-id': removed.versionId };
+      if (!removed.file) headers['x-amz-delete-marker'] = 'true';
+      sendEmpty(r, 204, headers);
+    } catch (e) {
+      // S3 answers 204 for a version that is not there.
+      if (isAppError(e, 'OBJECT_NOT_FOUND')) return sendEmpty(r, 204, { 'x-amz-version-id': versionId });
+      throw e;
+    }
+    return;
+  }
+  await authorize(r, 'object-delete', { type: 'object', bucketId: bucket.id, key: r.key });
+  // As S3 with versioning enabled: a new delete marker even when nothing live is under the key.
+  const { marker } = await placeDeleteMarker(r.ctx, bucket.id, r.key);
+  sendEmpty(r, 204, { 'x-amz-delete-marker': 'true', 'x-amz-version-id': marker.versionId });
+}
+
+/** An S3 error carrying extra response headers (x-amz-delete-marker on a NoSuchKey). */
+export function withHeaders(err: S3Error, headers: Record<string, string>): S3Error {
+  (err as S3Error & { headers?: Record<string, string> }).headers = headers;
+  return err;
+}
+
+/** The extra headers of an error made by {@link withHeaders}. */
+export function headersOf(err: unknown): Record<string, string> {
+  return (err as { headers?: Record<string, string> })?.headers ?? {};
+}
+
+export { toS3Error };

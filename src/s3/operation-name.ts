@@ -1,0 +1,38 @@
+/**
+ * The S3 operation a request asks for, by AWS's names (`PutObject`, `ListObjectsV2`, …), for the
+ * metrics' `operation` label: a small fixed set, never a bucket or a key. What the door does not
+ * offer is `Unsupported`, what it cannot parse `Unknown`.
+ */
+export function s3OperationName(method: string, bucketName: string, key: string, query: URLSearchParams, unsupported: ReadonlySet<string>): string {
+  for (const name of query.keys()) if (unsupported.has(name)) return 'Unsupported';
+  if (bucketName === '') return method === 'GET' ? 'ListBuckets' : 'Unknown';
+  if (key === '') {
+    switch (method) {
+      case 'PUT':
+        return query.has('versioning') ? 'PutBucketVersioning' : 'CreateBucket';
+      case 'HEAD':
+        return 'HeadBucket';
+      case 'DELETE':
+        return 'DeleteBucket';
+      case 'GET':
+        if (query.has('location')) return 'GetBucketLocation';
+        if (query.has('versioning')) return 'GetBucketVersioning';
+        if (query.has('versions')) return 'ListObjectVersions';
+        return query.get('list-type') === '2' ? 'ListObjectsV2' : 'ListObjects';
+      default:
+        return 'Unknown';
+    }
+  }
+  switch (method) {
+    case 'PUT':
+      return 'PutObject';
+    case 'GET':
+      return 'GetObject';
+    case 'HEAD':
+      return 'HeadObject';
+    case 'DELETE':
+      return 'DeleteObject';
+    default:
+      return 'Unknown';
+  }
+}

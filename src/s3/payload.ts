@@ -1,0 +1,179 @@
+/**
+ * A request body as the S3 door stores it: decoded from aws-chunked when framed so, tapped by the
+ * x-amz-checksum-* hashers, and checked against everything the request announced (Content-MD5,
+ * a hex x-amz-content-sha256, checksum headers and trailers) once it has been received, before
+ * anything is committed (`verify`, passed to the domain's putObject).
+ */
+import { pipeline, Transform, type Readable, type TransformCallback } from 'node:stream';
+import type { ExpectedDigest } from '../domain/objects.js';
+import { isS3Error, S3Error } from './errors.js';
+import { createAwsChunkedDecoder, isAwsChunked, type AwsChunkedDecoder } from './chunked.js';
+import {
+  algorithmOfHeader,
+  checkChecksum,
+  checksumHeaderName,
+  createChecksumHasher,
+  parseChecksumAlgorithm,
+  parseContentMd5,
+  validateChecksumValue,
+  type ChecksumAlgorithm,
+  type ChecksumHasher,
+} from './checksums.js';
+import { header, type S3Request } from './request.js';
+
+export interface Payload {
+  /** The decoded bytes. */
+  readonly stream: Readable;
+  /** The decoded size announced (Content-Length or x-amz-decoded-content-length). */
+  readonly declaredSize: number;
+  /** Digests the domain checks itself (Content-MD5, a signed payload's SHA-256). */
+  readonly expectedDigests: ExpectedDigest[];
+  /** Checks checksum headers and trailers against the bytes; throws BadDigest and the like. */
+  verify(): Promise<void>;
+  /** The checksums to store with the version (`x-amz-checksum-crc32` → base64), after verify. */
+  readonly checksums: Record<string, string>;
+  /** The S3 error that ended the body early (a bad chunk signature, bad framing), if any. */
+  failure(): S3Error | undefined;
+}
+
+/** Headers of the `x-amz-checksum-` family that are not checksums. */
+const NOT_CHECKSUMS = new Set(['x-amz-checksum-mode', 'x-amz-checksum-algorithm', 'x-amz-checksum-type']);
+
+class Tap extends Transform {
+  constructor(private readonly hashers: readonly ChecksumHasher[]) {
+    super();
+  }
+  override _transform(chunk: Buffer, _enc: BufferEncoding, cb: TransformCallback): void {
+    for (const h of this.hashers) h.update(chunk);
+    cb(null, chunk);
+  }
+}
+
+/** Reads how a request's body comes and sets up its decoding and checks; throws S3 errors. */
+export async function openPayload(r: S3Request): Promise<Payload> {
+  const mode = r.auth?.payload ?? 'UNSIGNED-PAYLOAD';
+  let decoder: AwsChunkedDecoder | null = null;
+  let declaredSize: number;
+  const lengthText = header(r, 'content-length');
+  if (r.auth && isAwsChunked(mode)) {
+    const d = createAwsChunkedDecoder(r.auth, r.req.headersDistinct);
+    if (isS3Error(d)) throw d;
+    decoder = d;
+    declaredSize = Number(header(r, 'x-amz-decoded-content-length')!.trim());
+  } else {
+    if (lengthText === undefined) throw new S3Error('MissingContentLength');
+    if (!/^\d{1,15}$/.test(lengthText.trim())) throw new S3Error('InvalidArgument', 'Content-Length is not a valid length.');
+    declaredSize = Number(lengthText.trim());
+  }
+
+  const expectedDigests: ExpectedDigest[] = [];
+  const md5 = header(r, 'content-md5');
+  if (md5 !== undefined) {
+    const v = parseContentMd5(md5);
+    if (isS3Error(v)) throw v;
+    expectedDigests.push({ algorithm: 'md5', value: v, header: 'Content-MD5' });
+  }
+  if (mode === 'sha256' && r.auth?.payloadSha256) {
+    expectedDigests.push({ algorithm: 'sha256', value: Buffer.from(r.auth.payloadSha256, 'hex'), header: 'x-amz-content-sha256' });
+  }
+
+  // Checksums: given in headers, announced as trailers, or only named (x-amz-sdk-checksum-algorithm: computed and stored).
+  const wanted = new Map<ChecksumAlgorithm, { expected?: string; trailer?: string }>();
+  for (const name of Object.keys(r.req.headersDistinct)) {
+    if (NOT_CHECKSUMS.has(name)) continue;
+    const alg = algorithmOfHeader(name);
+    if (!alg) {
+      if (name.startsWith('x-amz-checksum-')) throw new S3Error('InvalidRequest', `Unknown checksum algorithm in ${name}.`);
+      continue;
+    }
+    const value = header(r, name)!.trim();
+    const bad = validateChecksumValue(alg, value);
+    if (bad) throw bad;
+    wanted.set(alg, { expected: value });
+  }
+  if (wanted.size > 1) throw new S3Error('InvalidRequest', 'Expecting a single x-amz-checksum- header. Multiple checksum Types are not allowed.');
+  const trailerText = header(r, 'x-amz-trailer');
+  if (trailerText !== undefined) {
+    for (const t of trailerText.split(',').map((s) => s.trim().toLowerCase()).filter(Boolean)) {
+      const alg = algorithmOfHeader(t);
+      if (!alg) throw new S3Error('InvalidRequest', `The trailer ${t} is not a checksum files-rest understands.`);
+      wanted.set(alg, { trailer: t });
+    }
+  }
+  const sdkAlg = header(r, 'x-amz-sdk-checksum-algorithm') ?? header(r, 'x-amz-checksum-algorithm');
+  if (sdkAlg !== undefined) {
+    const alg = parseChecksumAlgorithm(sdkAlg.trim());
+    if (!alg) throw new S3Error('InvalidRequest', `Checksum algorithm ${sdkAlg} is not supported.`);
+    if (!wanted.has(alg)) wanted.set(alg, {});
+  }
+  const hashers = new Map<ChecksumAlgorithm, ChecksumHasher>();
+  for (const alg of wanted.keys()) hashers.set(alg, await createChecksumHasher(alg));
+
+  let failed: S3Error | undefined;
+  const tap = new Tap([...hashers.values()]);
+  const stages: NodeJS.ReadWriteStream[] = decoder ? [decoder, tap] : [tap];
+  pipeline([r.req, ...stages], (err) => {
+    if (err && isS3Error(err)) failed ??= err;
+  });
+  decoder?.on('error', (err) => {
+    if (isS3Error(err)) failed ??= err;
+  });
+
+  const checksums: Record<string, string> = {};
+  return {
+    stream: tap,
+    declaredSize,
+    expectedDigests,
+    checksums,
+    failure: () => failed,
+    async verify() {
+      if (failed) throw failed;
+      for (const [alg, w] of wanted) {
+        const actual = hashers.get(alg)!.digest();
+        let expected = w.expected;
+        if (w.trailer !== undefined) {
+          expected = decoder?.trailers[w.trailer];
+          if (expected === undefined) throw new S3Error('InvalidRequest', `The trailer ${w.trailer} was announced but not sent.`);
+          const bad = validateChecksumValue(alg, expected.trim());
+          if (bad) throw bad;
+          expected = expected.trim();
+        }
+        if (expected !== undefined) {
+          const mismatch = checkChecksum(alg, expected, actual);
+          if (mismatch) throw mismatch;
+        }
+        checksums[checksumHeaderName(alg)] = actual;
+      }
+    },
+  };
+}
+
+/** Reads a small body (a request's XML) whole, decoded and checked as any payload; at most `limit` bytes. */
+export async function readSmallBody(r: S3Request, limit = 64 * 1024): Promise<Buffer> {
+  const lengthText = header(r, 'content-length');
+  const chunked = r.auth !== null && isAwsChunked(r.auth.payload);
+  if (!chunked && (lengthText === undefined || lengthText.trim() === '0') && header(r, 'transfer-encoding') === undefined) return Buffer.alloc(0);
+  const p = await openPayload(r);
+  if (p.declaredSize > limit) throw new S3Error('InvalidRequest', `The request body is larger than ${limit} bytes.`);
+  const parts: Buffer[] = [];
+  let size = 0;
+  try {
+    for await (const c of p.stream as AsyncIterable<Buffer>) {
+      size += c.length;
+      if (size > limit) throw new S3Error('InvalidRequest', `The request body is larger than ${limit} bytes.`);
+      parts.push(c);
+    }
+  } catch (e) {
+    throw p.failure() ?? (isS3Error(e) ? e : new S3Error('IncompleteBody'));
+  }
+  const body = Buffer.concat(parts);
+  if (size !== p.declaredSize) throw new S3Error('IncompleteBody');
+  await p.verify();
+  const { createHash } = await import('node:crypto');
+  for (const d of p.expectedDigests) {
+    if (!createHash(d.algorithm).update(body).digest().equals(d.value)) {
+      throw d.header === 'x-amz-content-sha256' ? new S3Error('XAmzContentSHA256Mismatch') : new S3Error('BadDigest');
+    }
+  }
+  return body;
+}

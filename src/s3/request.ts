@@ -1,0 +1,94 @@
+/**
+ * One S3 request as the door's handlers see it: the wire path split into bucket and key, the
+ * query, the verified identity, and the answer helpers (XML, errors, x-amz-request-id).
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Logger } from 'pino';
+import { decide, type Identity, type PermissionPolicy, type Resource } from '../auth/permissions.js';
+import type { Action } from '../auth/actions.js';
+import type { DomainContext } from '../domain/context.js';
+import { renderS3ErrorXml, S3Error } from './errors.js';
+import type { VerifiedSigV4 } from './sigv4.js';
+
+export interface S3Request {
+  readonly ctx: DomainContext;
+  readonly policy: PermissionPolicy;
+  readonly req: IncomingMessage;
+  readonly res: ServerResponse;
+  readonly log: Logger;
+  readonly requestId: string;
+  readonly method: string;
+  /** The path as sent (percent-encoding intact). */
+  readonly rawPath: string;
+  readonly query: URLSearchParams;
+  /** The first path segment, decoded; '' for the service (`/`). */
+  readonly bucketName: string;
+  /** The rest of the path, decoded; '' when the request is about the bucket. */
+  readonly key: string;
+  /** The verified SigV4 credential, null for an anonymous request. */
+  readonly auth: VerifiedSigV4 | null;
+  readonly identity: Identity | null;
+}
+
+/** Sends an XML document (200 unless told). */
+export function sendXml(r: S3Request, body: string, status = 200, headers: Record<string, string> = {}): void {
+  const buf = Buffer.from(body, 'utf8');
+  r.res.writeHead(status, { ...headers, 'content-type': 'application/xml', 'content-length': String(buf.length) });
+  r.res.end(r.method === 'HEAD' ? undefined : buf);
+}
+
+/** Sends an empty answer. */
+export function sendEmpty(r: S3Request, status: number, headers: Record<string, string> = {}): void {
+  r.res.writeHead(status, { ...headers, 'content-length': '0' });
+  r.res.end();
+}
+
+/**
+ * Sends S3's XML error document. HEAD answers carry no body (S3 gives only the status). When the
+ * request body was not read to its end the connection is closed after the answer.
+ */
+export function sendError(res: ServerResponse, req: IncomingMessage, err: S3Error, resource: string, requestId: string, extra: Record<string, string> = {}): void {
+  if (res.headersSent) {
+    res.destroy();
+    return;
+  }
+  const body = Buffer.from(renderS3ErrorXml(err, { resource, requestId }), 'utf8');
+  const headers: Record<string, string> = { ...extra, 'content-type': 'application/xml', 'content-length': String(body.length) };
+  if (!req.complete) headers.connection = 'close';
+  res.writeHead(err.status, headers);
+  res.end(req.method === 'HEAD' ? undefined : body);
+}
+
+/**
+ * Asks the permission factory, as the REST door does, with the same action names. Refused:
+ * AccessDenied (S3 answers that for a bucket outside a key's scope too).
+ */
+export async function authorize(r: S3Request, action: Action, resource: Resource | null): Promise<void> {
+  if (r.policy.name === 'allow-all') return;
+  const args = {
+    action,
+    resource,
+    identity: r.identity,
+    request: { method: r.method, url: r.req.url ?? '/', ip: r.req.socket.remoteAddress ?? '', headers: r.req.headers },
+  };
+  // The policy decides, a public read of a publicly readable bucket included (anonymous GetObject).
+  if (await decide(r.policy, args)) return;
+  if (!r.identity && r.policy.requiresCredential) throw new S3Error('AccessDenied', 'Anonymous requests are not allowed; sign the request with an access key.');
+  throw new S3Error('AccessDenied');
+}
+
+/** Whether the permission factory allows an action (ListBuckets filters with it). */
+export async function allowed(r: S3Request, action: Action, resource: Resource | null): Promise<boolean> {
+  try {
+    await authorize(r, action, resource);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** A single request header as text (repeated ones joined with `,`), or undefined. */
+export function header(r: { req: IncomingMessage }, name: string): string | undefined {
+  const v = r.req.headersDistinct[name];
+  return v === undefined ? undefined : v.join(',');
+}

@@ -1,0 +1,40 @@
+/**
+ * SigV4 signing keys: HMAC chains derived from a secret, a date and a region, kept in a small LRU
+ * cache (a key is good for a whole day, and deriving one costs four HMACs per request otherwise).
+ */
+import { createHmac } from 'node:crypto';
+
+/** HMAC-SHA256 of `data` under `key`. */
+export function hmacSha256(key: Uint8Array | string, data: string): Buffer {
+  return createHmac('sha256', key).update(data, 'utf8').digest();
+}
+
+const MAX_KEYS = 64;
+const cache = new Map<string, Buffer>();
+
+/**
+ * The SigV4 signing key for a secret on a day (`YYYYMMDD`) in a region, for service `s3`:
+ * `HMAC(HMAC(HMAC(HMAC("AWS4" + secret, date), region), "s3"), "aws4_request")`.
+ * Cached per (secret, date, region), the least recently used of 64 dropped first.
+ */
+export function signingKey(secret: string, shortDate: string, region: string): Buffer {
+  const id = `${shortDate}\n${region}\n${secret}`;
+  const hit = cache.get(id);
+  if (hit) {
+    cache.delete(id);
+    cache.set(id, hit);
+    return hit;
+  }
+  let key = hmacSha256(`AWS4${secret}`, shortDate);
+  key = hmacSha256(key, region);
+  key = hmacSha256(key, 's3');
+  key = hmacSha256(key, 'aws4_request');
+  cache.set(id, key);
+  if (cache.size > MAX_KEYS) cache.delete(cache.keys().next().value!);
+  return key;
+}
+
+/** How many signing keys the cache holds (for tests). */
+export function signingKeyCacheSize(): number {
+  return cache.size;
+}

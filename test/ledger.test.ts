@@ -1,0 +1,99 @@
+// The ledger of a bucket's bytes (src/domain/ledger.ts): reservations and stored sizes keep
+// size + reserved ≤ quota, at its edges and under concurrency; reservations come back on abort,
+// expiry and failure; a locked bucket refuses every write.
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { startTestServer, type TestServer } from './support/server.js';
+import { transaction } from '../src/db/database.js';
+import { createBucket, findBucket, setBucketLocked, setBucketProperties } from '../src/domain/buckets.js';
+import { addStored, assertWritable, lockBucketForWrite, releaseReservation, removeStored, reserve } from '../src/domain/ledger.js';
+import { abortUpload, expireUploads, initiateUpload } from '../src/domain/multipart.js';
+import { isAppError } from '../src/errors.js';
+
+describe('The ledger of a bucket', () => {
+  let s: TestServer;
+  const ctx = () => s.server.core.ctx;
+  before(async () => {
+    s = await startTestServer({ FILES_REST_MULTIPART_CHUNKSIZE_MIN: '1' });
+  });
+  after(async () => {
+    await s?.close();
+  });
+
+  async function bucketWithQuota(quota: number | null) {
+    const b = await createBucket(ctx());
+    return setBucketProperties(ctx(), b.id, { quotaSize: quota });
+  }
+  const account = async (id: string) => {
+    const b = (await findBucket(ctx().db, id))!;
+    return { size: b.size, reserved: b.reservedSize };
+  };
+  /** Runs one ledger write under the bucket's lock, as every caller does. */
+  const write = (id: string, fn: (tx: Parameters<Parameters<typeof transaction>[1]>[0], b: Awaited<ReturnType<typeof lockBucketForWrite>>) => Promise<void>) =>
+    transaction(ctx().db, async (tx) => fn(tx, await lockBucketForWrite(tx, id)));
+  const refusal = (p: Promise<unknown>) => p.then(() => null, (e: unknown) => (isAppError(e) ? e.code : e));
+
+  it('a reservation or a stored file of exactly the quota left is taken; one byte more is QUOTA_EXCEEDED', async () => {
+    const b = await bucketWithQuota(100);
+    await write(b.id, (tx, x) => reserve(tx, x, 60));
+    await write(b.id, (tx, x) => addStored(tx, x, 40));
+    assert.deepEqual(await account(b.id), { size: 40, reserved: 60 });
+    assert.equal(await refusal(write(b.id, (tx, x) => reserve(tx, x, 1))), 'QUOTA_EXCEEDED');
+    assert.equal(await refusal(write(b.id, (tx, x) => addStored(tx, x, 1))), 'QUOTA_EXCEEDED');
+    // A reserved file joins without a second check: its bytes move from reserved to size.
+    await write(b.id, (tx, x) => addStored(tx, x, 60, 60));
+    assert.deepEqual(await account(b.id), { size: 100, reserved: 0 });
+    await write(b.id, (tx) => removeStored(tx, b.id, 100));
+    assert.deepEqual(await account(b.id), { size: 0, reserved: 0 });
+  });
+
+  it('a quota of 0 holds zero bytes (not unlimited): an empty file is taken, one byte is not', async () => {
+    const b = await bucketWithQuota(0);
+    await write(b.id, (tx, x) => addStored(tx, x, 0));
+    assert.equal(await refusal(write(b.id, (tx, x) => reserve(tx, x, 1))), 'QUOTA_EXCEEDED');
+    assert.equal(await refusal(write(b.id, (tx, x) => addStored(tx, x, 1))), 'QUOTA_EXCEEDED');
+    assert.equal(await refusal(initiateUpload(ctx(), { bucketId: b.id, key: 'k', size: 1, partSize: 1 })), 'QUOTA_EXCEEDED');
+    assert.deepEqual(await account(b.id), { size: 0, reserved: 0 });
+  });
+
+  it('a reservation is released on abort, on expiry and on a failed completion, once', async () => {
+    const b = await bucketWithQuota(1000);
+    const u1 = await initiateUpload(ctx(), { bucketId: b.id, key: 'a', size: 300, partSize: 300 });
+    const u2 = await initiateUpload(ctx(), { bucketId: b.id, key: 'b', size: 200, partSize: 200 });
+    const u3 = await initiateUpload(ctx(), { bucketId: b.id, key: 'c', size: 100, partSize: 100 });
+    assert.deepEqual(await account(b.id), { size: 0, reserved: 600 });
+    await abortUpload(ctx(), u1.id);
+    assert.equal(await refusal(abortUpload(ctx(), u1.id)), 'UPLOAD_NOT_FOUND');
+    assert.deepEqual(await account(b.id), { size: 0, reserved: 300 });
+    // Expired: older than FILES_REST_MULTIPART_EXPIRES days; failed: its completion failed.
+    await ctx().db.updateTable('multipart_uploads').set({ created: 0 }).where('id', '=', u2.id).execute();
+    await ctx().db.updateTable('multipart_uploads').set({ state: 'failed', error: 'part 0 does not match its checksum' }).where('id', '=', u3.id).execute();
+    assert.equal(await expireUploads(ctx()), 2);
+    assert.deepEqual(await account(b.id), { size: 0, reserved: 0 });
+    await write(b.id, (tx, x) => reserve(tx, x, 10));
+    await write(b.id, (tx) => releaseReservation(tx, b.id, 10));
+    assert.deepEqual(await account(b.id), { size: 0, reserved: 0 });
+  });
+
+  it('a locked bucket refuses every write with BUCKET_LOCKED, and takes them again once unlocked', async () => {
+    const b = await bucketWithQuota(null);
+    const locked = await setBucketLocked(ctx(), b.id, true);
+    assert.throws(() => assertWritable(locked), (e: unknown) => isAppError(e, 'BUCKET_LOCKED'));
+    assert.equal(await refusal(write(b.id, (tx, x) => reserve(tx, x, 1))), 'BUCKET_LOCKED');
+    assert.equal(await refusal(initiateUpload(ctx(), { bucketId: b.id, key: 'k', size: 1, partSize: 1 })), 'BUCKET_LOCKED');
+    await setBucketLocked(ctx(), b.id, false);
+    await write(b.id, (tx, x) => reserve(tx, x, 1));
+    assert.deepEqual(await account(b.id), { size: 0, reserved: 1 });
+  });
+
+  it('concurrent reservations never pass the quota together', async () => {
+    const b = await bucketWithQuota(100);
+    const tries = await Promise.allSettled(
+      Array.from({ length: 6 }, (_, i) => initiateUpload(ctx(), { bucketId: b.id, key: `k${i}`, size: 30, partSize: 30 })),
+    );
+    const won = tries.filter((t) => t.status === 'fulfilled').length;
+    assert.equal(won, 3);
+    for (const t of tries) if (t.status === 'rejected') assert.ok(isAppError(t.reason, 'QUOTA_EXCEEDED'), String(t.reason));
+    assert.deepEqual(await account(b.id), { size: 0, reserved: 90 });
+  });
+});

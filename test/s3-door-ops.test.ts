@@ -1,0 +1,58 @@
+// The S3 door's operational gaps closed: FILES_REST_BODY_IDLE_TIMEOUT cuts a stalled S3 upload as it
+// cuts a REST one (RequestTimeout, connection closed, nothing stored), and S3 requests are counted
+// in the main port's /metrics by operation and status, with the bytes received and sent.
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { requestHead, rawExchange } from './support/raw-http.js';
+import { startTestServer, storedFiles, type TestServer } from './support/server.js';
+
+function metricValue(text: string, line: RegExp): number {
+  const m = text.split('\n').find((l) => line.test(l));
+  return m ? Number(m.slice(m.lastIndexOf(' ') + 1)) : 0;
+}
+
+describe('S3 door: idle uploads and metrics', () => {
+  let t: TestServer;
+  before(async () => {
+    // allow-all: anonymous requests, so the raw sockets need no signature.
+    t = await startTestServer({ FILES_REST_S3_PORT: 'auto', FILES_REST_BODY_IDLE_TIMEOUT: '1' });
+    const r = await fetch(`${t.s3Url}/idle`, { method: 'PUT' });
+    assert.equal(r.status, 200, await r.text());
+  });
+  after(() => t?.close());
+
+  it('a PutObject whose body stalls is cut after FILES_REST_BODY_IDLE_TIMEOUT: RequestTimeout, connection closed, nothing stored', async () => {
+    const before = await storedFiles(t);
+    const port = Number(new URL(t.s3Url).port);
+    const head = requestHead('PUT', '/idle/stalled.bin', [['Host', 'h'], ['Content-Length', '100000']]);
+    // 10 bytes of 100 000, then silence; the client waits up to 10 s for an answer.
+    const r = await rawExchange(port, Buffer.concat([head, Buffer.alloc(10, 1)]), { waitMs: 10_000, hardMs: 20_000 });
+    assert.equal(r.gaveUp, false, 'the server answered by itself');
+    assert.equal(r.status, 400, r.body);
+    assert.match(r.body, /<Code>RequestTimeout<\/Code>/);
+    assert.equal(r.headers.connection, 'close');
+    assert.deepEqual(await storedFiles(t), before);
+    const got = await fetch(`${t.s3Url}/idle/stalled.bin`);
+    assert.equal(got.status, 404);
+  });
+
+  it('/metrics counts S3 requests by operation and status, and the bytes in and out', async () => {
+    const scrape = async () => (await fetch(`${t.url}/metrics`)).text();
+    const before = await scrape();
+    const body = Buffer.alloc(12345, 7);
+    assert.equal((await fetch(`${t.s3Url}/idle/m.bin`, { method: 'PUT', body })).status, 200);
+    const got = await fetch(`${t.s3Url}/idle/m.bin`);
+    assert.equal((await got.arrayBuffer()).byteLength, body.length);
+    assert.equal((await fetch(`${t.s3Url}/idle/none`)).status, 404);
+    assert.equal((await fetch(`${t.s3Url}/idle?list-type=2`)).status, 200);
+    const after = await scrape();
+    const delta = (re: RegExp) => metricValue(after, re) - metricValue(before, re);
+    assert.equal(delta(/^files_rest_door_requests_total\{door="s3",operation="PutObject",status="200"\}/), 1, after);
+    assert.equal(delta(/^files_rest_door_requests_total\{door="s3",operation="GetObject",status="200"\}/), 1);
+    assert.equal(delta(/^files_rest_door_requests_total\{door="s3",operation="GetObject",status="404"\}/), 1);
+    assert.equal(delta(/^files_rest_door_requests_total\{door="s3",operation="ListObjectsV2",status="200"\}/), 1);
+    assert.equal(delta(/^files_rest_door_received_bytes_total\{door="s3"\}/), body.length);
+    assert.ok(delta(/^files_rest_door_sent_bytes_total\{door="s3"\}/) > body.length, 'object, error document and listing');
+    assert.ok(delta(/^files_rest_door_request_duration_seconds_count\{door="s3",operation="PutObject"\}/) === 1);
+  });
+});

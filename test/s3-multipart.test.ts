@@ -1,0 +1,419 @@
+// S3 multipart uploads through the S3 door: the AWS SDK's Upload helper, raw calls (re-sent and
+// out-of-order parts, every refusal S3 gives), ListParts/ListMultipartUploads with markers, the
+// AWS CLI and boto3 above their multipart thresholds, and the object seen through the REST door.
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { createHash, randomBytes } from 'node:crypto';
+import { execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import {
+  AbortMultipartUploadCommand,
+  CompleteMultipartUploadCommand,
+  CreateMultipartUploadCommand,
+  GetObjectCommand,
+  HeadObjectCommand,
+  ListMultipartUploadsCommand,
+  ListPartsCommand,
+  PutObjectCommand,
+  S3Client,
+  S3ServiceException,
+  UploadPartCommand,
+  UploadPartCopyCommand,
+} from '@aws-sdk/client-s3';
+import { Upload } from '@aws-sdk/lib-storage';
+import { createBucket, getLiveBucket } from '../src/domain/buckets.js';
+import { createAccessKey } from '../src/s3/access-keys.js';
+import { requireServerKeys } from '../src/auth/server-key.js';
+import { PassThrough } from 'node:stream';
+import { loadConfig } from '../src/config.js';
+import { openCore, type Core } from '../src/service.js';
+import { startTestServer, testStorage, type TestServer } from './support/server.js';
+import { spawnFilesRest, type ServerProcess } from './support/process.js';
+import { createBucket as createRestBucket, downloadMd5, req, waitFor } from './support/http.js';
+import { patternStream, processEnv } from './support/fixtures.js';
+
+const AWS_CLI = '/usr/bin/aws';
+const PYTHON = '/usr/bin/python3';
+const SERVER_KEY = randomBytes(32).toString('base64');
+const MiB = 1024 * 1024;
+/**
+ * The raw calls' part sizes are multiples of K bytes: small on fs; on S3 storage (TEST_STORAGE=s3)
+ * large enough for the native multipart upload underneath, whose parts must be 5 MiB.
+ */
+const K = testStorage() === 's3' ? 3500 : 1;
+/** The least size of a part but the last, for the raw calls' small parts. */
+const MIN = 1000;
+
+const md5 = (b: Buffer) => createHash('md5').update(b).digest('hex');
+/** S3's ETag of an object uploaded in these parts. */
+function multipartEtag(parts: Buffer[]): string {
+  const h = createHash('md5');
+  for (const p of parts) h.update(createHash('md5').update(p).digest());
+  return `"${h.digest('hex')}-${parts.length}"`;
+}
+
+async function s3Code(p: Promise<unknown>): Promise<string> {
+  try {
+    await p;
+  } catch (e) {
+    if (e instanceof S3ServiceException) return e.name;
+    throw e;
+  }
+  assert.fail('expected an S3 error');
+}
+
+function run(cmd: string, args: string[], env: Record<string, string>): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(cmd, args, { env, timeout: 120_000, maxBuffer: 16 * 1024 * 1024 }, (err, stdout, stderr) => {
+      resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr });
+    });
+  });
+}
+
+describe('S3 multipart uploads', () => {
+  let t: TestServer;
+  let id: string;
+  let secret: string;
+  let s3: S3Client;
+  let token: string;
+  let bucket: string;
+
+  before(async () => {
+    t = await startTestServer({
+      FILES_REST_S3_PORT: 'auto',
+      FILES_REST_PERMISSION_FACTORY: 'token',
+      FILES_REST_SERVER_KEY: SERVER_KEY,
+      FILES_REST_S3_MULTIPART_MIN_PART_SIZE: String(MIN),
+      FILES_REST_S3_MULTIPART_LAYOUT_WAIT: '200',
+    });
+    const keys = requireServerKeys(t.config, null, { create: true });
+    const k = await createAccessKey(t.server.core.ctx.db, keys);
+    id = k.info.accessKeyId;
+    secret = k.secret;
+    s3 = new S3Client({ endpoint: t.s3Url, region: 'us-east-1', forcePathStyle: true, credentials: { accessKeyId: id, secretAccessKey: secret } });
+    const { createToken } = await import('../src/auth/tokens.js');
+    token = (await createToken(t.server.core.ctx.db)).token;
+    bucket = (await createBucket(t.server.core.ctx, {})).id;
+  });
+  after(async () => {
+    s3?.destroy();
+    await t?.close();
+  });
+
+  async function restGet(key: string): Promise<{ body: Buffer; checksum: string | undefined }> {
+    const auth = { authorization: `Bearer ${token}` };
+    const r = await fetch(`${t.files}/${bucket}/${key}`, { headers: auth });
+    assert.equal(r.status, 200);
+    const body = Buffer.from(await r.arrayBuffer());
+    const listing = (await (await fetch(`${t.files}/${bucket}?versions`, { headers: auth })).json()) as { contents: Array<{ key: string; is_head: boolean; checksum: string }> };
+    const v = listing.contents.find((c) => c.key === key && c.is_head);
+    return { body, checksum: v?.checksum };
+  }
+
+  it('the SDK Upload helper, 4 parts in flight: the object, its -N ETag, and the same bytes with the plain MD5 through the REST door', async () => {
+    const body = randomBytes(17 * MiB + 123);
+    const up = new Upload({ client: s3, params: { Bucket: bucket, Key: 'sdk/big.bin', Body: body, ContentType: 'application/x-big' }, queueSize: 4, partSize: 5 * MiB });
+    const done = await up.done();
+    const parts = [0, 1, 2, 3].map((i) => body.subarray(i * 5 * MiB, Math.min((i + 1) * 5 * MiB, body.length)));
+    assert.equal(done.ETag, multipartEtag(parts));
+    const got = await s3.send(new GetObjectCommand({ Bucket: bucket, Key: 'sdk/big.bin' }));
+    assert.equal(got.ETag, multipartEtag(parts));
+    assert.equal(got.ContentType, 'application/x-big');
+    assert.ok(Buffer.from(await got.Body!.transformToByteArray()).equals(body));
+    const rest = await restGet('sdk/big.bin');
+    assert.ok(rest.body.equals(body));
+    assert.equal(rest.checksum, `md5:${md5(body)}`);
+    const b = await getLiveBucket(t.server.core.ctx.db, bucket);
+    assert.equal(b.reservedSize, 0, 'the reservation became the object');
+  });
+
+  it('raw calls: out-of-order and re-sent parts; wrong ETag, wrong order, too-small part, bad part number; then complete', async () => {
+    const key = 'raw/one.bin';
+    const { UploadId } = await s3.send(new CreateMultipartUploadCommand({ Bucket: bucket, Key: key }));
+    assert.ok(UploadId);
+    const p1 = randomBytes(2000 * K);
+    const p2 = randomBytes(2000 * K);
+    const p3 = randomBytes(1234 * K);
+    const send = (n: number, b: Buffer) => s3.send(new UploadPartCommand({ Bucket: bucket, Key: key, UploadId, PartNumber: n, Body: b }));
+    // Part 2 first: it waits for part 1 a while, then fixes the part size itself.
+    const e2 = (await send(2, p2)).ETag!;
+    const e3 = (await send(3, p3)).ETag!;
+    const stale = randomBytes(2000 * K);
+    await send(1, stale);
+    const e1 = (await send(1, p1)).ETag!; // re-sent: replaces the first
+    assert.equal(e1, `"${md5(p1)}"`);
+    assert.equal(await s3Code(send(0, p1)), 'InvalidArgument');
+    assert.equal(await s3Code(send(10001, p1)), 'InvalidArgument');
+    const complete = (parts: { PartNumber: number; ETag: string }[]) =>
+      s3.send(new CompleteMultipartUploadCommand({ Bucket: bucket, Key: key, UploadId, MultipartUpload: { Parts: parts } }));
+    assert.equal(await s3Code(complete([{ PartNumber: 1, ETag: `"${md5(stale)}"` }, { PartNumber: 2, ETag: e2 }, { PartNumber: 3, ETag: e3 }])), 'InvalidPart');
+    assert.equal(await s3Code(complete([{ PartNumber: 1, ETag: e1 }, { PartNumber: 4, ETag: e2 }])), 'InvalidPart');
+    assert.equal(await s3Code(complete([{ PartNumber: 2, ETag: e2 }, { PartNumber: 1, ETag: e1 }, { PartNumber: 3, ETag: e3 }])), 'InvalidPartOrder');
+    // Re-sending part 2 smaller than the minimum: refused at completion, as S3 does.
+    const small = randomBytes(10);
+    const eSmall = (await send(2, small)).ETag!;
+    assert.equal(await s3Code(complete([{ PartNumber: 1, ETag: e1 }, { PartNumber: 2, ETag: eSmall }, { PartNumber: 3, ETag: e3 }])), 'EntityTooSmall');
+    const e2again = (await send(2, p2)).ETag!;
+    assert.equal(await s3Code(s3.send(new CompleteMultipartUploadCommand({ Bucket: bucket, Key: key, UploadId: 'nope', MultipartUpload: { Parts: [{ PartNumber: 1, ETag: e1 }] } }))), 'NoSuchUpload');
+    const done = await complete([{ PartNumber: 1, ETag: e1 }, { PartNumber: 2, ETag: e2again }, { PartNumber: 3, ETag: e3 }]);
+    assert.equal(done.ETag, multipartEtag([p1, p2, p3]));
+    const whole = Buffer.concat([p1, p2, p3]);
+    const got = await s3.send(new GetObjectCommand({ Bucket: bucket, Key: key }));
+    assert.ok(Buffer.from(await got.Body!.transformToByteArray()).equals(whole));
+    const rest = await restGet(key);
+    assert.ok(rest.body.equals(whole));
+    assert.equal(rest.checksum, `md5:${md5(whole)}`);
+    assert.equal(await s3Code(send(1, p1)), 'NoSuchUpload', 'a completed upload takes no more parts');
+  });
+
+  it('a completion listing fewer parts than were sent: the object is those parts, the rest released', async () => {
+    const key = 'raw/fewer.bin';
+    const { UploadId } = await s3.send(new CreateMultipartUploadCommand({ Bucket: bucket, Key: key }));
+    const parts = [randomBytes(2000 * K), randomBytes(2000 * K), randomBytes(2000 * K)];
+    const etags: string[] = [];
+    for (const [i, p] of parts.entries()) etags.push((await s3.send(new UploadPartCommand({ Bucket: bucket, Key: key, UploadId, PartNumber: i + 1, Body: p }))).ETag!);
+    await s3.send(new CompleteMultipartUploadCommand({ Bucket: bucket, Key: key, UploadId, MultipartUpload: { Parts: [{ PartNumber: 1, ETag: etags[0]! }, { PartNumber: 2, ETag: etags[1]! }] } }));
+    const head = await s3.send(new HeadObjectCommand({ Bucket: bucket, Key: key }));
+    assert.equal(head.ContentLength, 4000 * K);
+    assert.equal(head.ETag, multipartEtag(parts.slice(0, 2)));
+    const got = await s3.send(new GetObjectCommand({ Bucket: bucket, Key: key }));
+    assert.ok(Buffer.from(await got.Body!.transformToByteArray()).equals(Buffer.concat(parts.slice(0, 2))));
+    assert.equal((await getLiveBucket(t.server.core.ctx.db, bucket)).reservedSize, 0);
+  });
+
+  it('abort; ListMultipartUploads and ListParts with their markers; an interrupted upload resumed from its part list', async () => {
+    const b = (await createBucket(t.server.core.ctx, {})).id;
+    const ids: Record<string, string> = {};
+    for (const key of ['a', 'b', 'c']) ids[key] = (await s3.send(new CreateMultipartUploadCommand({ Bucket: b, Key: key }))).UploadId!;
+    const page1 = await s3.send(new ListMultipartUploadsCommand({ Bucket: b, MaxUploads: 2 }));
+    assert.deepEqual(page1.Uploads?.map((u) => u.Key), ['a', 'b']);
+    assert.equal(page1.IsTruncated, true);
+    const page2 = await s3.send(new ListMultipartUploadsCommand({ Bucket: b, MaxUploads: 2, KeyMarker: page1.NextKeyMarker, UploadIdMarker: page1.NextUploadIdMarker }));
+    assert.deepEqual(page2.Uploads?.map((u) => u.Key), ['c']);
+    assert.equal(page2.IsTruncated, false);
+
+    await s3.send(new AbortMultipartUploadCommand({ Bucket: b, Key: 'a', UploadId: ids.a }));
+    assert.equal(await s3Code(s3.send(new UploadPartCommand({ Bucket: b, Key: 'a', UploadId: ids.a, PartNumber: 1, Body: Buffer.alloc(5) }))), 'NoSuchUpload');
+    assert.equal(await s3Code(s3.send(new AbortMultipartUploadCommand({ Bucket: b, Key: 'a', UploadId: ids.a }))), 'NoSuchUpload');
+    assert.deepEqual((await s3.send(new ListMultipartUploadsCommand({ Bucket: b }))).Uploads?.map((u) => u.Key), ['b', 'c']);
+
+    // An interrupted upload of 4 parts: 3 sent, then the client lists them and sends what is missing.
+    const data = [randomBytes(1500 * K), randomBytes(1500 * K), randomBytes(1500 * K), randomBytes(700 * K)];
+    for (const n of [1, 2, 4]) await s3.send(new UploadPartCommand({ Bucket: b, Key: 'b', UploadId: ids.b, PartNumber: n, Body: data[n - 1] }));
+    assert.ok((await getLiveBucket(t.server.core.ctx.db, b)).reservedSize >= 3700 * K, 'parts reserve their size as they arrive');
+    const lp1 = await s3.send(new ListPartsCommand({ Bucket: b, Key: 'b', UploadId: ids.b, MaxParts: 2 }));
+    assert.deepEqual(lp1.Parts?.map((p) => [p.PartNumber, p.Size, p.ETag]), [[1, 1500 * K, `"${md5(data[0]!)}"`], [2, 1500 * K, `"${md5(data[1]!)}"`]]);
+    assert.equal(lp1.IsTruncated, true);
+    const lp2 = await s3.send(new ListPartsCommand({ Bucket: b, Key: 'b', UploadId: ids.b, PartNumberMarker: lp1.NextPartNumberMarker }));
+    assert.deepEqual(lp2.Parts?.map((p) => p.PartNumber), [4]);
+    const have = new Set([...lp1.Parts!, ...lp2.Parts!].map((p) => p.PartNumber));
+    for (const n of [1, 2, 3, 4]) if (!have.has(n)) await s3.send(new UploadPartCommand({ Bucket: b, Key: 'b', UploadId: ids.b, PartNumber: n, Body: data[n - 1] }));
+    const all = (await s3.send(new ListPartsCommand({ Bucket: b, Key: 'b', UploadId: ids.b }))).Parts!;
+    const done = await s3.send(new CompleteMultipartUploadCommand({ Bucket: b, Key: 'b', UploadId: ids.b, MultipartUpload: { Parts: all.map((p) => ({ PartNumber: p.PartNumber!, ETag: p.ETag! })) } }));
+    assert.equal(done.ETag, multipartEtag(data));
+    const got = await s3.send(new GetObjectCommand({ Bucket: b, Key: 'b' }));
+    assert.ok(Buffer.from(await got.Body!.transformToByteArray()).equals(Buffer.concat(data)));
+    await s3.send(new AbortMultipartUploadCommand({ Bucket: b, Key: 'c', UploadId: ids.c }));
+    const after = await getLiveBucket(t.server.core.ctx.db, b);
+    assert.equal(after.reservedSize, 0);
+    assert.equal(after.size, 5200 * K);
+  });
+
+  it('UploadPartCopy with x-amz-copy-source-range', async () => {
+    const src = randomBytes(4000 * K);
+    await s3.send(new PutObjectCommand({ Bucket: bucket, Key: 'copy/src.bin', Body: src }));
+    const key = 'copy/dst.bin';
+    const { UploadId } = await s3.send(new CreateMultipartUploadCommand({ Bucket: bucket, Key: key }));
+    const c1 = await s3.send(new UploadPartCopyCommand({ Bucket: bucket, Key: key, UploadId, PartNumber: 1, CopySource: `${bucket}/copy/src.bin`, CopySourceRange: `bytes=0-${2000 * K - 1}` }));
+    const c2 = await s3.send(new UploadPartCopyCommand({ Bucket: bucket, Key: key, UploadId, PartNumber: 2, CopySource: `${bucket}/copy/src.bin`, CopySourceRange: `bytes=${2000 * K}-${4000 * K - 1}` }));
+    assert.equal(c1.CopyPartResult?.ETag, `"${md5(src.subarray(0, 2000 * K))}"`);
+    assert.equal(
+      await s3Code(s3.send(new UploadPartCopyCommand({ Bucket: bucket, Key: key, UploadId, PartNumber: 3, CopySource: `${bucket}/copy/src.bin`, CopySourceRange: `bytes=${4000 * K}-${10000 * K}` }))),
+      'InvalidArgument',
+    );
+    await s3.send(new CompleteMultipartUploadCommand({ Bucket: bucket, Key: key, UploadId, MultipartUpload: { Parts: [{ PartNumber: 1, ETag: c1.CopyPartResult!.ETag! }, { PartNumber: 2, ETag: c2.CopyPartResult!.ETag! }] } }));
+    const got = await s3.send(new GetObjectCommand({ Bucket: bucket, Key: key }));
+    assert.ok(Buffer.from(await got.Body!.transformToByteArray()).equals(src));
+  });
+
+  it('MalformedXML for a completion with no part', async () => {
+    const { UploadId } = await s3.send(new CreateMultipartUploadCommand({ Bucket: bucket, Key: 'x' }));
+    assert.equal(await s3Code(s3.send(new CompleteMultipartUploadCommand({ Bucket: bucket, Key: 'x', UploadId, MultipartUpload: { Parts: [] } }))), 'MalformedXML');
+  });
+
+  it('the AWS CLI: s3 cp above the multipart threshold and back, byte-identical, with the -N ETag', async (ctx) => {
+    if (!existsSync(AWS_CLI)) return ctx.skip(`${AWS_CLI} is not installed (Debian package awscli)`);
+    const home = await mkdtemp(join(tmpdir(), 'files-rest-awscli-mp-'));
+    try {
+      const env = {
+        PATH: '/usr/bin:/bin', HOME: home, AWS_ACCESS_KEY_ID: id, AWS_SECRET_ACCESS_KEY: secret, AWS_DEFAULT_REGION: 'us-east-1',
+        AWS_EC2_METADATA_DISABLED: 'true', AWS_CONFIG_FILE: join(home, 'config'), AWS_SHARED_CREDENTIALS_FILE: join(home, 'credentials'),
+      };
+      for (const [k, v] of [['default.s3.multipart_threshold', '5MB'], ['default.s3.multipart_chunksize', '5MB']]) {
+        const r = await run(AWS_CLI, ['configure', 'set', k!, v!], env);
+        assert.equal(r.code, 0, r.stderr);
+      }
+      const data = randomBytes(12 * MiB + 5);
+      await writeFile(join(home, 'in.bin'), data);
+      const aws = (...args: string[]) => run(AWS_CLI, ['--endpoint-url', t.s3Url, ...args], env);
+      let r = await aws('s3', 'cp', join(home, 'in.bin'), `s3://${bucket}/cli/big.bin`);
+      assert.equal(r.code, 0, r.stderr);
+      r = await aws('s3api', 'head-object', '--bucket', bucket, '--key', 'cli/big.bin');
+      assert.equal(r.code, 0, r.stderr);
+      assert.match((JSON.parse(r.stdout) as { ETag: string }).ETag, /^"[0-9a-f]{32}-3"$/);
+      r = await aws('s3', 'cp', `s3://${bucket}/cli/big.bin`, join(home, 'out.bin'));
+      assert.equal(r.code, 0, r.stderr);
+      assert.ok((await readFile(join(home, 'out.bin'))).equals(data));
+    } finally {
+      await rm(home, { recursive: true, force: true });
+    }
+  });
+
+  it('boto3: upload_file/download_file with a low multipart threshold', async (ctx) => {
+    const probe = await run(PYTHON, ['-c', 'import boto3'], { PATH: '/usr/bin:/bin' });
+    if (probe.code !== 0) return ctx.skip(`boto3 is not importable by ${PYTHON}`);
+    const home = await mkdtemp(join(tmpdir(), 'files-rest-boto3-mp-'));
+    try {
+      const data = randomBytes(11 * MiB + 7);
+      await writeFile(join(home, 'in.bin'), data);
+      const script = `
+import boto3, sys
+from boto3.s3.transfer import TransferConfig
+s3 = boto3.client('s3', endpoint_url=sys.argv[1], aws_access_key_id=sys.argv[2], aws_secret_access_key=sys.argv[3], region_name='us-east-1')
+cfg = TransferConfig(multipart_threshold=5*1024*1024, multipart_chunksize=5*1024*1024, max_concurrency=4)
+s3.upload_file(sys.argv[5] + '/in.bin', sys.argv[4], 'boto/big.bin', Config=cfg)
+print(s3.head_object(Bucket=sys.argv[4], Key='boto/big.bin')['ETag'])
+s3.download_file(sys.argv[4], 'boto/big.bin', sys.argv[5] + '/out.bin', Config=cfg)
+`;
+      const r = await run(PYTHON, ['-c', script, t.s3Url, id, secret, bucket, home], {
+        PATH: '/usr/bin:/bin', HOME: home, AWS_EC2_METADATA_DISABLED: 'true', AWS_CONFIG_FILE: join(home, 'c'), AWS_SHARED_CREDENTIALS_FILE: join(home, 'k'),
+      });
+      assert.equal(r.code, 0, r.stderr);
+      assert.match(r.stdout.trim(), /^"[0-9a-f]{32}-3"$/);
+      assert.ok((await readFile(join(home, 'out.bin'))).equals(data));
+    } finally {
+      await rm(home, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('S3 multipart: kill -9 leaves the upload completed or still completable', () => {
+  let env: Record<string, string>;
+  let dir: string;
+  let drop: () => Promise<void>;
+  let core: Core;
+  let key: { id: string; secret: string };
+  const procs: ServerProcess[] = [];
+  before(async () => {
+    const e = await processEnv({ FILES_REST_SERVER_KEY: SERVER_KEY, FILES_REST_S3_MULTIPART_MIN_PART_SIZE: String(MiB), FILES_REST_TASK_LEASE: '2', FILES_REST_WORKER: '0' });
+    env = e.env;
+    dir = e.dir;
+    drop = e.drop;
+    core = await openCore(loadConfig({ ...env, LOG_LEVEL: 'silent' }));
+    const k = await createAccessKey(core.ctx.db, requireServerKeys(core.ctx.config, null, { create: true }));
+    key = { id: k.info.accessKeyId, secret: k.secret };
+  });
+  after(async () => {
+    for (const p of procs) await p.kill('SIGKILL');
+    await core?.close();
+    await drop();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  async function serve(extra: Record<string, string> = {}): Promise<{ p: ServerProcess; s3: S3Client }> {
+    const p = await spawnFilesRest('serve', { ...env, FILES_REST_S3_PORT: 'auto', ...extra });
+    procs.push(p);
+    await p.waitFor(/S3 API listening on http/);
+    const url = /S3 API listening on (http:\/\/[^\s"]+)/.exec(p.output())![1]!;
+    const s3 = new S3Client({ endpoint: url, region: 'us-east-1', forcePathStyle: true, maxAttempts: 1, credentials: { accessKeyId: key.id, secretAccessKey: key.secret } });
+    return { p, s3 };
+  }
+  const pattern = async (size: number, seed: number) => {
+    const chunks: Buffer[] = [];
+    for await (const c of patternStream(size, MiB, seed)) chunks.push(c as Buffer);
+    return Buffer.concat(chunks);
+  };
+
+  it('a server killed mid-part: after restart ListParts shows the stored parts, the rest are re-sent and the upload completes', async () => {
+    let { p, s3 } = await serve({ FILES_REST_WORKER: '1' });
+    const b = await createRestBucket(p.files);
+    const { UploadId } = await s3.send(new CreateMultipartUploadCommand({ Bucket: b, Key: 'k.bin' }));
+    const parts = [await pattern(4 * MiB, 1), await pattern(4 * MiB, 2), await pattern(MiB, 3)];
+    const e1 = (await s3.send(new UploadPartCommand({ Bucket: b, Key: 'k.bin', UploadId, PartNumber: 1, Body: parts[0] }))).ETag!;
+    // Part 2: half its bytes, then kill -9.
+    const half = new PassThrough();
+    const sending = s3.send(new UploadPartCommand({ Bucket: b, Key: 'k.bin', UploadId, PartNumber: 2, Body: half, ContentLength: 4 * MiB })).catch((e: unknown) => e);
+    half.write(parts[1]!.subarray(0, 2 * MiB));
+    await new Promise((r) => setTimeout(r, 300));
+    await p.kill('SIGKILL');
+    half.destroy();
+    assert.ok((await sending) instanceof Error);
+    s3.destroy();
+    ({ p, s3 } = await serve({ FILES_REST_WORKER: '1' }));
+    const listed = await s3.send(new ListPartsCommand({ Bucket: b, Key: 'k.bin', UploadId }));
+    assert.deepEqual(listed.Parts?.map((x) => x.PartNumber), [1]);
+    const e2 = (await s3.send(new UploadPartCommand({ Bucket: b, Key: 'k.bin', UploadId, PartNumber: 2, Body: parts[1] }))).ETag!;
+    const e3 = (await s3.send(new UploadPartCommand({ Bucket: b, Key: 'k.bin', UploadId, PartNumber: 3, Body: parts[2] }))).ETag!;
+    const done = await s3.send(new CompleteMultipartUploadCommand({ Bucket: b, Key: 'k.bin', UploadId, MultipartUpload: { Parts: [{ PartNumber: 1, ETag: e1 }, { PartNumber: 2, ETag: e2 }, { PartNumber: 3, ETag: e3 }] } }));
+    assert.equal(done.ETag, multipartEtag(parts));
+    const d = await downloadMd5(`${p.files}/${b}/k.bin`);
+    assert.equal(d.md5, md5(Buffer.concat(parts)));
+    const bucket = await core.ctx.db.selectFrom('buckets').selectAll().where('id', '=', b).executeTakeFirstOrThrow();
+    assert.equal(Number(bucket.size), 9 * MiB);
+    assert.equal(Number(bucket.reserved_size), 0);
+    s3.destroy();
+    await p.kill('SIGTERM');
+  });
+
+  it('server and worker killed mid-completion: a retried CompleteMultipartUpload ends with the object, made once', async () => {
+    let { p, s3 } = await serve();
+    const b = await createRestBucket(p.files);
+    const { UploadId } = await s3.send(new CreateMultipartUploadCommand({ Bucket: b, Key: 'big.bin' }));
+    const partSize = 64 * MiB;
+    const want = createHash('md5');
+    const md5s: Buffer[] = [];
+    const list: { PartNumber: number; ETag: string }[] = [];
+    for (let n = 1; n <= 6; n++) {
+      const body = await pattern(partSize, n);
+      want.update(body);
+      md5s.push(createHash('md5').update(body).digest());
+      list.push({ PartNumber: n, ETag: (await s3.send(new UploadPartCommand({ Bucket: b, Key: 'big.bin', UploadId, PartNumber: n, Body: body }))).ETag! });
+    }
+    const complete = (c: S3Client) => c.send(new CompleteMultipartUploadCommand({ Bucket: b, Key: 'big.bin', UploadId, MultipartUpload: { Parts: list } }));
+    // No worker yet: the completion waits; the server dies under it.
+    const first = complete(s3).catch((e: unknown) => e);
+    const runningOrQueued = async (state: string) =>
+      (await core.ctx.db.selectFrom('tasks').selectAll().where('name', '=', 'complete-multipart').where('payload', 'like', `%${UploadId}%`).where('state', '=', state).executeTakeFirst()) ?? null;
+    await waitFor(() => runningOrQueued('queued'), 20_000, 20);
+    await p.kill('SIGKILL');
+    assert.ok((await first) instanceof Error);
+    s3.destroy();
+    ({ p, s3 } = await serve());
+    // The worker dies mid-merge too.
+    const w1 = await spawnFilesRest('worker', env);
+    procs.push(w1);
+    await waitFor(() => runningOrQueued('running'), 20_000, 5);
+    await w1.kill('SIGKILL');
+    assert.equal((await req(`${p.files}/${b}/big.bin`)).status, 404, 'no half object');
+    const retry = complete(s3);
+    const w2 = await spawnFilesRest('worker', env);
+    procs.push(w2);
+    const done = await retry;
+    const etag = createHash('md5');
+    for (const m of md5s) etag.update(m);
+    assert.equal(done.ETag, `"${etag.digest('hex')}-6"`);
+    const d = await downloadMd5(`${p.files}/${b}/big.bin`);
+    assert.equal(d.md5, want.digest('hex'));
+    const versions = await req(`${p.files}/${b}?versions`);
+    assert.equal(versions.json.contents.length, 1);
+    const bucket = await core.ctx.db.selectFrom('buckets').selectAll().where('id', '=', b).executeTakeFirstOrThrow();
+    assert.equal(Number(bucket.reserved_size), 0);
+    assert.equal(Number(bucket.size), 6 * partSize);
+    s3.destroy();
+    await w2.kill('SIGTERM');
+    await p.kill('SIGTERM');
+  });
+});
