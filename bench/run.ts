@@ -13,7 +13,7 @@ import { cp, mkdtemp, rm, symlink } from 'node:fs/promises';
 import os from 'node:os';
 import { isAbsolute, join, resolve } from 'node:path';
 import { HttpClient, MiB, closedLoop, median, patternDigest, patternMd5, summarize, type LatencySummary, type LoopResult } from './lib/client.js';
-import { ClientCpu, ROOT, ResourceMonitor, cpuSeconds, freePort, reachable, startProcess, waitHealthy, type ManagedProcess, type ResourceUsage } from './lib/proc.js';
+import { ClientCpu, ROOT, ResourceMonitor, cpuSeconds, reachable, startOnFreePorts, type ManagedProcess, type ResourceUsage } from './lib/proc.js';
 import { signHeaders, UNSIGNED, type S3Credentials } from './lib/sigv4.js';
 import { makeRow, table, writeResult, fmt, type Row } from './lib/report.js';
 import { createPgDatabase, seedPostgres, seedSqlite, type SeededBucket } from './lib/seed.js';
@@ -292,17 +292,13 @@ function serviceEnv(dir: string, port: number, databaseUrl: string, s3Port = 0):
 }
 
 async function startService(dir: string, databaseUrl: string, name: string, profileDir: string | null): Promise<ManagedProcess> {
-  const port = await freePort();
-  const s3Port = await freePort();
   const flags = profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`, `--cpu-prof-name=${name}-${Date.now()}.cpuprofile`] : [];
-  const p = startProcess(name, [...flags, join(APP, 'bin', 'files-rest.js'), 'serve'], {
-    cwd: APP,
-    env: serviceEnv(dir, port, databaseUrl, s3Port),
-    logFile: join(dir, `${name}.log`),
-    port,
-  });
+  const { proc: p, secondPort: s3Port } = await startOnFreePorts(
+    name,
+    (port, s3Port) => ({ args: [...flags, join(APP, 'bin', 'files-rest.js'), 'serve'], env: serviceEnv(dir, port, databaseUrl, s3Port) }),
+    { cwd: APP, logFile: join(dir, `${name}.log`), path: '/readyz' },
+  );
   cleanups.push(() => p.stop());
-  await waitHealthy(p, '/readyz');
   s3Urls.set(p, `http://127.0.0.1:${s3Port}`);
   return p;
 }
@@ -325,17 +321,14 @@ function s3Client(dir: string, databaseUrl: string, svc: ManagedProcess, connect
 }
 
 async function startCeiling(dir: string): Promise<ManagedProcess> {
-  const port = await freePort();
   const data = join(dir, 'ceiling');
   mkdirSync(data, { recursive: true });
-  const p = startProcess('ceiling', [join(APP, 'dist', 'bench', 'ceiling-server.js'), String(port), data], {
-    cwd: APP,
-    env: { PATH: process.env.PATH ?? '/usr/bin:/bin' },
-    logFile: join(dir, 'ceiling.log'),
-    port,
-  });
+  const { proc: p } = await startOnFreePorts(
+    'ceiling',
+    (port) => ({ args: [join(APP, 'dist', 'bench', 'ceiling-server.js'), String(port), data], env: { PATH: process.env.PATH ?? '/usr/bin:/bin' } }),
+    { cwd: APP, logFile: join(dir, 'ceiling.log') },
+  );
   cleanups.push(() => p.stop());
-  await waitHealthy(p);
   return p;
 }
 
@@ -816,16 +809,15 @@ async function runW5S3(
   expectedMd5: string,
   out: { figures: Record<string, number>; details: Record<string, unknown>; usage: Record<string, Usage> },
 ): Promise<void> {
-  const port = await freePort();
-  const s3Port = await freePort();
-  const svc = startProcess('files-rest-s3', [join(APP, 'bin', 'files-rest.js'), 'serve'], {
-    cwd: APP,
-    env: { ...serviceEnv(dir, port, databaseUrl), FILES_REST_S3_PORT: String(s3Port), FILES_REST_S3_MULTIPART_MIN_PART_SIZE: String(MiB) },
-    logFile: join(dir, 'files-rest-s3.log'),
-    port,
-  });
+  const { proc: svc, secondPort: s3Port } = await startOnFreePorts(
+    'files-rest-s3',
+    (port, s3Port) => ({
+      args: [join(APP, 'bin', 'files-rest.js'), 'serve'],
+      env: { ...serviceEnv(dir, port, databaseUrl), FILES_REST_S3_PORT: String(s3Port), FILES_REST_S3_MULTIPART_MIN_PART_SIZE: String(MiB) },
+    }),
+    { cwd: APP, logFile: join(dir, 'files-rest-s3.log'), path: '/readyz' },
+  );
   cleanups.push(() => svc.stop());
-  await waitHealthy(svc, '/readyz');
   const rest = new HttpClient(svc.url, 4);
   const s3 = new HttpClient(`http://127.0.0.1:${s3Port}`, p.partsInFlight + 1);
   cleanups.push(() => rest.close());

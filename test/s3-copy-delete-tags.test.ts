@@ -186,6 +186,8 @@ describe('S3 CopyObject, DeleteObjects, tagging', () => {
       const v = await s3.send(new PutObjectCommand({ Bucket: 'near-src', Key: 'rotten', Body: bad }));
       const file = (await findVersion(ctx.db, (await bucketOf('near-src')).id, 'rotten', v.VersionId!))!.file!;
       await writeFile(file.uri!, Buffer.from('y'.repeat(1000)));
+      // The hard delete above removes far-dst's bytes in the background: let that land first.
+      await fileRemovalsSettled(t);
       const stored = await storedFiles(t);
       assert.deepEqual(await s3Code(s3.send(new CopyObjectCommand({ Bucket: 'far-dst', Key: 'rotten', CopySource: 'near-src/rotten' }))), { name: 'InternalError', status: 500 });
       assert.deepEqual(await storedFiles(t), stored);
@@ -369,6 +371,7 @@ describe('S3 CopyObject, DeleteObjects, tagging', () => {
       const data = randomBytes(20_000);
       await writeFile(join(home, 'in.bin'), data);
       await aws('s3', 'cp', join(home, 'in.bin'), 's3://cli-copy/k');
+      await fileRemovalsSettled(t);
       const before = await storedFiles(t);
       await aws('s3', 'cp', 's3://cli-copy/k', 's3://cli-copy/k2');
       assert.deepEqual(await storedFiles(t), before, 'a copy within the location stores no byte');

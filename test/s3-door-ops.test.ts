@@ -4,7 +4,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { requestHead, rawExchange } from './support/raw-http.js';
-import { startTestServer, storedFiles, type TestServer } from './support/server.js';
+import { fileRemovalsSettled, startTestServer, storedFiles, type TestServer } from './support/server.js';
 
 function metricValue(text: string, line: RegExp): number {
   const m = text.split('\n').find((l) => line.test(l));
@@ -22,6 +22,7 @@ describe('S3 door: idle uploads and metrics', () => {
   after(() => t?.close());
 
   it('a PutObject whose body stalls is cut after FILES_REST_BODY_IDLE_TIMEOUT: RequestTimeout, connection closed, nothing stored', async () => {
+    await fileRemovalsSettled(t);
     const before = await storedFiles(t);
     const port = Number(new URL(t.s3Url).port);
     const head = requestHead('PUT', '/idle/stalled.bin', [['Host', 'h'], ['Content-Length', '100000']]);

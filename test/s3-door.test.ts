@@ -33,7 +33,7 @@ import { HttpRequest } from '@smithy/core/protocols';
 import { createBucket, getLiveBucket } from '../src/domain/buckets.js';
 import { createAccessKey } from '../src/s3/access-keys.js';
 import { requireServerKeys } from '../src/auth/server-key.js';
-import { startTestServer, storedFiles, type TestServer } from './support/server.js';
+import { fileRemovalsSettled, startTestServer, storedFiles, type TestServer } from './support/server.js';
 
 const AWS_CLI = '/usr/bin/aws';
 const SERVER_KEY = randomBytes(32).toString('base64');
@@ -293,6 +293,7 @@ describe('S3 door', () => {
 
   it('malformed requests are 4xx S3 XML errors and store nothing', async () => {
     await s3.send(new CreateBucketCommand({ Bucket: 'fuzz' }));
+    await fileRemovalsSettled(t);
     const before = await storedFiles(t);
     const host = new URL(t.s3Url).host;
     const signer = new SignatureV4({ credentials: { accessKeyId: id, secretAccessKey: secret }, region: 'us-east-1', service: 's3', sha256: Sha256 });

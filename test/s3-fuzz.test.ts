@@ -16,7 +16,7 @@ import { requireServerKeys } from '../src/auth/server-key.js';
 import zlib from 'node:zlib';
 import { prng } from './support/bytes.js';
 import { rawExchange, type RawSocketResult } from './support/raw-http.js';
-import { startTestServer, storedFiles, type TestServer } from './support/server.js';
+import { fileRemovalsSettled, startTestServer, storedFiles, type TestServer } from './support/server.js';
 
 const SERVER_KEY = randomBytes(32).toString('base64');
 const REGION = 'us-east-1';
@@ -333,6 +333,7 @@ describe('Fuzz over raw sockets: malformed S3 requests', () => {
   }
 
   async function state() {
+    await fileRemovalsSettled(t);
     const db = t.server.core.ctx.db;
     const count = async (table: 'object_versions' | 'files' | 'buckets') => Number((await db.selectFrom(table).select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()).n);
     const sizes = (await db.selectFrom('buckets').select(['id', 'size']).orderBy('id').execute()).map((b) => `${b.id}:${Number(b.size)}`);

@@ -125,6 +125,31 @@ export async function waitHealthy(p: ManagedProcess, path = '/healthz', timeoutM
   throw new Error(`${p.name} did not become healthy within ${timeoutMs} ms:\n${p.tail()}`);
 }
 
+/**
+ * Starts a server on ports that were free a moment ago (`freePort`) and waits until `path` answers
+ * 200. Between choosing a port and the server binding it another process (a test server running in
+ * parallel) may take it: the start is then repeated on fresh ports, up to five times.
+ */
+export async function startOnFreePorts(
+  name: string,
+  at: (port: number, secondPort: number) => { args: string[]; env: Record<string, string> },
+  opts: { logFile: string; cwd?: string; path?: string },
+): Promise<{ proc: ManagedProcess; port: number; secondPort: number }> {
+  for (let attempt = 1; ; attempt++) {
+    const port = await freePort();
+    const secondPort = await freePort();
+    const { args, env } = at(port, secondPort);
+    const proc = startProcess(name, args, { cwd: opts.cwd, env, logFile: opts.logFile, port });
+    try {
+      await waitHealthy(proc, opts.path);
+      return { proc, port, secondPort };
+    } catch (e) {
+      await proc.stop();
+      if (attempt >= 5 || !/already in use|EADDRINUSE/.test(String(e))) throw e;
+    }
+  }
+}
+
 let clkTck = 0;
 function ticksPerSecond(): number {
   if (clkTck) return clkTck;
