@@ -22,7 +22,7 @@ import { Sha256 } from '@smithy/core/checksum';
 import { HttpRequest, HttpResponse, buildQueryString } from '@smithy/core/protocols';
 import { Crc32, Crc32c, Crc64Nvme } from '@aws-sdk/checksums/crc';
 import { S3Error, isS3Error, renderS3ErrorXml, xmlEscape } from '../src/s3/errors.js';
-import { canonicalUri, parseSigV4, verifySigV4, type SigV4Input, type VerifiedSigV4 } from '../src/s3/sigv4.js';
+import { canonicalUri, formatLongDate, parseLongDate, parseSigV4, verifySigV4, type SigV4Input, type VerifiedSigV4 } from '../src/s3/sigv4.js';
 import { signingKey, signingKeyCacheSize } from '../src/s3/signing-key.js';
 import { AwsChunkedDecoder, createAwsChunkedDecoder, type AwsChunkedOptions } from '../src/s3/chunked.js';
 import {
@@ -269,6 +269,17 @@ describe('SigV4: header-signed requests from the AWS SDK', () => {
     const r = await signed({ path: '/bucket/k', headers: { 'x-amz-meta-list': 'a,b', 'x-amz-meta-s': 'one two three' } });
     const input = wire(r);
     assertAccepted({ ...input, headers: { ...input.headers, 'x-amz-meta-list': ['a', ' b '], 'x-amz-meta-s': '  one   two \t three ' } }, DATE);
+  });
+
+  it('long dates: formatted as ISO 8601 basic, and parsed back, over many dates', () => {
+    for (let i = 0; i < 2000; i++) {
+      const d = new Date(Math.floor(Math.random() * 253402300799) * 1000);
+      const text = d.toISOString().replace(/[-:]/g, '').replace(/\.\d{3}/, '');
+      assert.equal(formatLongDate(d), text);
+      assert.equal(parseLongDate(text)?.getTime(), d.getTime());
+    }
+    assert.equal(formatLongDate(new Date(Date.UTC(2026, 0, 5, 3, 4, 5))), '20260105T030405Z');
+    assert.equal(parseLongDate('20260230T000000Z'), undefined);
   });
 
   it('the Date header stands in for x-amz-date', async () => {

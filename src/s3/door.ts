@@ -15,7 +15,8 @@ import { cachedAccessKey, lookupAccessKey, rememberAccessKey } from './access-ke
 import { createBucketOp, deleteBucketOp, getBucketLocationOp, getBucketVersioningOp, headBucketOp, listBucketsOp, putBucketVersioningOp } from './buckets.js';
 import { isS3Error, S3Error } from './errors.js';
 import { toS3Error } from './error-map.js';
-import { resolveBucket } from './names.js';
+import { isBucketId, resolveBucket } from './names.js';
+import { findLiveBucketWithHead } from '../domain/objects.js';
 import { deleteObjectOp, getObjectOp, headersOf, putObjectOp } from './objects.js';
 import { authorize, sendError, type S3Request } from './request.js';
 import { loadServerKeys, type ServerKeys } from '../auth/server-key.js';
@@ -262,6 +263,11 @@ export class S3Door {
         default:
           throw new S3Error('MethodNotAllowed');
       }
+    }
+    if ((m === 'GET' || m === 'HEAD') && !r.query.has('uploadId') && !r.query.has('tagging') && !r.query.has('versionId')) {
+      // GetObject of the head: the bucket and the head in one statement.
+      const found = await findLiveBucketWithHead(r.ctx.db, isBucketId(r.bucketName) ? { id: r.bucketName } : { name: r.bucketName }, r.key);
+      if (found) return getObjectOp(r, found.bucket, found.head);
     }
     const bucket = await this.bucketOf(r);
     if (r.query.has('uploadId')) {

@@ -151,7 +151,12 @@ function dateSeconds(text: string | undefined): number | null {
 }
 
 /** GetObject and HeadObject. */
-export async function getObjectOp(r: S3Request, bucket: Bucket): Promise<void> {
+export async function getObjectOp(
+  r: S3Request,
+  bucket: Bucket,
+  /** The head and its metadata when the caller read them with the bucket (null: the key has no versions). */
+  prefetchedHead?: { version: ObjectVersion; metadata: Record<string, string> | null } | null,
+): Promise<void> {
   const versionId = r.query.get('versionId');
   if (versionId === '') throw new S3Error('InvalidArgument', 'Version id cannot be the empty string.');
   await authorize(r, versionId !== null ? 'object-read-version' : 'object-read', { type: 'object', bucketId: bucket.id, key: r.key, ...(versionId ? { id: versionId } : {}) });
@@ -165,7 +170,7 @@ export async function getObjectOp(r: S3Request, bucket: Bucket): Promise<void> {
     version = v;
     meta = (await getVersionMetadata(r.ctx.db, version.versionId)) ?? {};
   } else {
-    const head = await findHeadWithMetadata(r.ctx.db, bucket.id, r.key);
+    const head = prefetchedHead !== undefined ? prefetchedHead : await findHeadWithMetadata(r.ctx.db, bucket.id, r.key);
     if (!head) throw new S3Error('NoSuchKey');
     if (!head.version.file) throw withHeaders(new S3Error('NoSuchKey'), { 'x-amz-delete-marker': 'true', 'x-amz-version-id': head.version.versionId });
     version = head.version;

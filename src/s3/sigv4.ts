@@ -179,8 +179,12 @@ function rawCanonicalQuery(rawQuery: string, presigned: boolean): string {
 
 /** A header value the SigV4 way: CR/LF to spaces, runs of blanks collapsed, ends trimmed; repeats joined by `,`. */
 function canonicalHeaderValue(values: readonly string[]): string {
+  if (values.length === 1 && !NEEDS_TRIM.test(values[0]!)) return values[0]!;
   return values.map((v) => v.replace(/[\r\n]/g, ' ').replace(/[ \t]+/g, ' ').replace(/^ | $/g, '')).join(',');
 }
+
+/** A header value the canonical form would change: CR, LF, a tab, two blanks, a blank at either end. */
+const NEEDS_TRIM = /[\r\n\t]|  |^ | $/;
 
 /** The SigV4 string to sign for a canonical request. */
 export function stringToSign(longDate: string, scope: string, canonicalRequest: string): string {
@@ -224,7 +228,9 @@ export function parseLongDate(text: string): Date | undefined {
 
 /** Formats a time as `YYYYMMDDTHHMMSSZ`. */
 export function formatLongDate(date: Date): string {
-  return date.toISOString().replace(/[-:]/g, '').replace(/\.\d{3}/, '');
+  const two = (n: number) => (n < 10 ? `0${n}` : String(n));
+  const y = date.getUTCFullYear();
+  return `${y < 1000 ? String(y).padStart(4, '0') : y}${two(date.getUTCMonth() + 1)}${two(date.getUTCDate())}T${two(date.getUTCHours())}${two(date.getUTCMinutes())}${two(date.getUTCSeconds())}Z`;
 }
 
 interface Credential {
@@ -365,15 +371,21 @@ function parseHeaderAuth(input: SigV4Input, headers: Headers, authorization: str
   if (headers.has('x-amz-security-token')) return new S3Error('InvalidToken', 'Session tokens are not supported.');
 
   let date: Date | undefined;
+  let longDate = '';
   const amzDate = single(headers, 'x-amz-date');
-  if (amzDate !== undefined) date = parseLongDate(amzDate.trim());
-  else {
+  if (amzDate !== undefined) {
+    // A valid X-Amz-Date is already in the long form the string to sign uses.
+    longDate = amzDate.trim();
+    date = parseLongDate(longDate);
+  } else {
     const httpDate = single(headers, 'date');
     const ms = httpDate === undefined ? NaN : Date.parse(httpDate);
-    if (!Number.isNaN(ms)) date = new Date(Math.floor(ms / 1000) * 1000);
+    if (!Number.isNaN(ms)) {
+      date = new Date(Math.floor(ms / 1000) * 1000);
+      longDate = formatLongDate(date);
+    }
   }
   if (!date) return new S3Error('AccessDenied', 'AWS authentication requires a valid Date or x-amz-date header');
-  const longDate = formatLongDate(date);
   if (longDate.slice(0, 8) !== credential.shortDate) {
     return headerMalformed('Invalid credential date. Date is not the same as X-Amz-Date.');
   }
@@ -495,12 +507,11 @@ function parseQueryAuth(input: SigV4Input, headers: Headers, params: readonly Ra
  */
 export function verifySigV4(parsed: ParsedSigV4, secret: string, now: Date = new Date()): VerifiedSigV4 | S3Error {
   const t = parsed.date.getTime();
-  const serverTime = formatLongDate(now);
   if (parsed.kind === 'header') {
     if (Math.abs(now.getTime() - t) > MAX_CLOCK_SKEW_MS) {
       return new S3Error('RequestTimeTooSkewed', undefined, {
         RequestTime: parsed.longDate,
-        ServerTime: serverTime,
+        ServerTime: formatLongDate(now),
         MaxAllowedSkewMilliseconds: String(MAX_CLOCK_SKEW_MS),
       });
     }

@@ -49,5 +49,9 @@ export function percentDecodeBytes(text: string): Buffer {
 
 /** Decodes then encodes once: the canonical SigV4 form of an already-encoded URI component. */
 export function canonicalizeComponent(encoded: string): string {
+  // Only unreserved characters: already canonical (the common case of a path segment).
+  if (ALL_UNRESERVED.test(encoded)) return encoded;
   return uriEncodeBytes(percentDecodeBytes(encoded));
 }
+
+const ALL_UNRESERVED = /^[A-Za-z0-9._~-]*$/;
