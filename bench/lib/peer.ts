@@ -20,7 +20,8 @@ export interface PeerInfo {
   running: boolean;
   /** Why it is not running. */
   error?: string;
-  /** Its command line (node flags, script, options). */
+  /** Its process id and command line (node flags, script, options), while it runs. */
+  pid?: number;
   args?: string[];
 }
 
@@ -73,7 +74,7 @@ export async function startPeer(dir: string, onStarted: (p: ManagedProcess) => v
   onStarted(proc);
   const port = Number(new URL(proc.url).port);
   return {
-    info: { name: 's3rver', version: found.version, running: true, args: argsAt(port) },
+    info: { name: 's3rver', version: found.version, running: true, pid: proc.pid, args: argsAt(port) },
     proc,
     target: (connections) => s3Target('s3rver', proc, new HttpClient(proc.url, connections), PEER_CREDENTIALS, false),
   };
