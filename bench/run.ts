@@ -2,9 +2,10 @@
  * files-rest benchmark: `npm run bench [-- options]`. See bench/README.md for how to read it.
  *
  * For each database (embedded SQLite, and PostgreSQL when reachable) it starts files-rest as a child
- * process on 127.0.0.1 next to a bare Node "ceiling" server, measures the workloads W1–W7 and the
- * ceilings with the same client, prints a table of every figure with its ratio to its ceiling and
- * the target, and writes bench/results/<stamp>-<db>.json and bench/results/latest-<db>.json.
+ * process on 127.0.0.1 next to a bare Node "ceiling" server and a peer S3 server (s3rver), measures
+ * the workloads W1–W8, the ceilings and the peer with the same client, prints a table of every
+ * figure with its ratio to its ceiling, the peer and the target, and writes
+ * bench/results/<stamp>-<db>.json and bench/results/latest-<db>.json.
  */
 import { execFileSync } from 'node:child_process';
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
@@ -13,13 +14,18 @@ import { cp, mkdtemp, rm, symlink } from 'node:fs/promises';
 import os from 'node:os';
 import { isAbsolute, join, resolve } from 'node:path';
 import { HttpClient, MiB, closedLoop, median, patternDigest, patternMd5, summarize, type LatencySummary, type LoopResult } from './lib/client.js';
+import { startPeer, type Peer } from './lib/peer.js';
 import { ClientCpu, ROOT, ResourceMonitor, cpuSeconds, reachable, startOnFreePorts, type ManagedProcess, type ResourceUsage } from './lib/proc.js';
-import { signHeaders, UNSIGNED, type S3Credentials } from './lib/sigv4.js';
+import { UNSIGNED, type S3Credentials } from './lib/sigv4.js';
 import { makeRow, table, writeResult, fmt, type Row } from './lib/report.js';
 import { createPgDatabase, seedPostgres, seedSqlite, type SeededBucket } from './lib/seed.js';
+import { ceilingTarget, getBig, getSmallLoop, putBig, putSmallLoop, restTarget, s3Target, type LoopShape, type StoreTarget, type Target } from './lib/targets.js';
+import { seedW8, w8Loop, w8Schedule, type W8Params } from './lib/w8.js';
 
 type DbKind = 'sqlite' | 'postgres';
-const WORKLOADS = ['W1', 'W2', 'W3', 'W4', 'W5', 'W6', 'W7', 'S3'] as const;
+const WORKLOADS = ['W1', 'W2', 'W3', 'W4', 'W5', 'W6', 'W7', 'W8', 'S3'] as const;
+/** The workloads also measured on the peer (s3rver); it is started only when one of them runs. */
+const PEER_WORKLOADS = ['W1', 'W2', 'W3', 'W4', 'W8'];
 
 interface Options {
   quick: boolean;
@@ -40,7 +46,8 @@ const USAGE = `usage: npm run bench -- [options]
   --objects A,B         object counts of the two listing buckets (default 10000,1000000; quick 2000,20000)
   --reps N              repetitions of W1, W2 (at least 5), W5 and their ceilings (medians reported; default 3, quick 1)
   --only W1,W3,...      run only these workloads (result saved as *-partial.json, latest-* untouched);
-                        S3 is W1–W4 through the S3 door (SigV4), next to the REST door's W1–W4
+                        S3 is W1–W4 through the S3 door (SigV4), next to the REST door's W1–W4;
+                        W8 is the mixed workload; the peer (s3rver) runs W1–W4 and W8 with them
   --profile             run files-rest under --cpu-prof; profiles go to <results>/profiles/
   --results-dir DIR     where the JSON results go (default bench/results)
   --strict              exit 1 when a target is missed`;
@@ -126,6 +133,12 @@ function paramsFor(o: Options) {
     w7MaxOps: q ? 100 : 1000,
     w7Ms: q ? 2000 : 20_000,
     w7WarmupMs: q ? 300 : 2000,
+    w8Clients: 64,
+    w8Ms: q ? 3000 : 30_000,
+    w8WarmupMs: q ? 300 : 2000,
+    w8Objects: q ? 128 : 512,
+    w8PageKeys: 100,
+    w8Seed: 8,
   };
 }
 type Params = ReturnType<typeof paramsFor>;
@@ -304,20 +317,15 @@ async function startService(dir: string, databaseUrl: string, name: string, prof
 }
 
 /**
- * A client of a service's S3 door: the same undici Pool as the REST client, every request signed
+ * files-rest's S3 door as a target: the same undici Pool as the REST client, every request signed
  * with SigV4 by a fresh access key (`files-rest key create`).
  */
-function s3Client(dir: string, databaseUrl: string, svc: ManagedProcess, connections: number) {
+function s3DoorTarget(dir: string, databaseUrl: string, svc: ManagedProcess, connections: number): StoreTarget {
   const url = s3Urls.get(svc)!;
   const out = execFileSync(process.execPath, [join(APP, 'bin', 'files-rest.js'), 'key', 'create', '--json'], { cwd: APP, env: serviceEnv(dir, 0, databaseUrl), encoding: 'utf8' });
   const k = JSON.parse(out) as { access_key_id: string; secret_access_key: string };
   const creds: S3Credentials = { accessKeyId: k.access_key_id, secretAccessKey: k.secret_access_key, region: 'us-east-1' };
-  const host = new URL(url).host;
-  return {
-    http: new HttpClient(url, connections),
-    /** The signing headers of one request, made when it is sent. */
-    sign: (method: string, path: string, payload = UNSIGNED) => () => signHeaders(creds, host, method, path, payload),
-  };
+  return s3Target('files-rest S3 door', svc, new HttpClient(url, connections), creds, true);
 }
 
 async function startCeiling(dir: string): Promise<ManagedProcess> {
@@ -429,7 +437,7 @@ async function runSection(db: DbKind, o: Options, p: Params, stamp: string): Pro
   const small = randomBytes(p.smallSize);
   const big = humanBytes(p.bigSize);
 
-  // ---- Phase A: ceilings and the data-path workloads, on a fresh database. ----
+  // ---- Phase A: ceilings, the peer and the data-path workloads, on a fresh database. ----
   log(`[${db}] starting the ceiling server and files-rest`);
   const ceil = await startCeiling(dir);
   const cc = new HttpClient(ceil.url, p.inFlight);
@@ -437,9 +445,29 @@ async function runSection(db: DbKind, o: Options, p: Params, stamp: string): Pro
   let svc = await startService(dir, databaseUrl, 'files-rest-a', profileDir);
   let sc = new HttpClient(svc.url, p.inFlight);
   cleanups.push(() => sc.close());
-  const s3 = want('S3') ? s3Client(dir, databaseUrl, svc, p.inFlight) : null;
-  if (s3) cleanups.push(() => s3.http.close());
-  const s3Md5 = `"${expectedMd5}"`;
+  const ceilT = ceilingTarget(ceil, cc);
+  const restT = restTarget('files-rest', svc, sc);
+  const s3T = want('S3') ? s3DoorTarget(dir, databaseUrl, svc, p.inFlight) : null;
+  if (s3T) cleanups.push(() => s3T.http.close());
+  // The peer, for the workloads it runs (not W5–W7).
+  let peer: Peer | null = null;
+  if (PEER_WORKLOADS.some(want)) {
+    log(`[${db}] starting the peer (s3rver)`);
+    peer = await startPeer(dir, (proc) => cleanups.push(() => proc.stop()));
+    if (!peer.info.running) log(`[${db}] the peer is not running, its rows say so: s3rver ${peer.info.error ?? ''}`);
+    details.peer = peer.info;
+  }
+  const peerT = peer?.target(p.inFlight) ?? null;
+  if (peerT) cleanups.push(() => peerT.http.close());
+  const peerLabel = !peer || peer.info.running ? 's3rver' : `s3rver ${(peer.info.error ?? '').split(/[:(]/)[0]!.trim()}`;
+  /** Runs `fn` while watching the target's server (and PostgreSQL when it works for it). */
+  const measure = <T>(t: Target, fn: () => Promise<T>) => watched(t.proc, fn, { db: t.db });
+  const shape: LoopShape = { concurrency: p.inFlight, durationMs: p.loopMs, maxOps: p.loopMaxOps, warmupMs: p.warmupMs };
+  type Run = { mibps: number; usage: Usage };
+  const bigRun = async (t: Target, transfer: () => Promise<number>): Promise<Run> => {
+    const r = await measure(t, transfer);
+    return { mibps: p.bigSize / MiB / r.result, usage: r.usage };
+  };
 
   if (want('W7')) {
     log(`[${db}] W7 baseline: sequential 4 KiB PUTs into an empty bucket of a fresh database`);
@@ -453,40 +481,44 @@ async function runSection(db: DbKind, o: Options, p: Params, stamp: string): Pro
   if (want('W1') || want('W2') || want('W5')) {
     const bucket = await createBucket(sc);
     const w1Key = (rep: number) => `/files/${bucket}/w1/big-${rep}.bin`;
+    // The peer's copies of W1's objects, in a bucket of its own.
+    const peerW1 = peerT && (want('W1') || want('W2')) ? { t: peerT, bucket: await peerT.createBucket('bench-w1') } : null;
+    const peerKey = (rep: number) => (peerW1 ? peerW1.t.objectPath(peerW1.bucket, `w1/big-${rep}.bin`) : '');
     if (want('W1') || want('W2')) {
       // One unrecorded transfer each way per server first, so no figure pays for JIT warm-up.
       const warm = Math.min(p.bigSize, 64 * MiB);
-      await cc.putPattern('/hash-write/warm-up', pattern, 0, warm);
-      await cc.getCount('/stream/warm-up', warm);
-      await sc.putPattern(`/files/${bucket}/w1/warm-up.bin`, pattern, 0, warm);
-      await sc.getCount(`/files/${bucket}/w1/warm-up.bin`, warm);
-      if (s3) {
-        await s3.http.putPattern(`/${bucket}/w1/s3-warm-up.bin`, pattern, 0, warm, 'PUT', s3.sign('PUT', `/${bucket}/w1/s3-warm-up.bin`));
-        await s3.http.getCount(`/${bucket}/w1/s3-warm-up.bin`, warm, s3.sign('GET', `/${bucket}/w1/s3-warm-up.bin`));
+      const warmMd5 = patternMd5(pattern, warm);
+      await putBig(ceilT, '/hash-write/warm-up', pattern, warm, warmMd5);
+      await getBig(ceilT, '/stream/warm-up', warm, null);
+      const warmUps: [StoreTarget, string][] = [[restT, restT.objectPath(bucket, 'w1/warm-up.bin')]];
+      if (s3T) warmUps.push([s3T, s3T.objectPath(bucket, 'w1/s3-warm-up.bin')]);
+      if (peerW1) warmUps.push([peerW1.t, peerW1.t.objectPath(peerW1.bucket, 'w1/warm-up.bin')]);
+      for (const [t, path] of warmUps) {
+        await putBig(t, path, pattern, warm, warmMd5);
+        await getBig(t, path, warm, warmMd5);
       }
-      const ceilRuns: { mibps: number; usage: Usage }[] = [];
-      const svcRuns: { mibps: number; usage: Usage }[] = [];
-      const s3Runs: Record<'unsigned' | 'signed', { mibps: number; usage: Usage }[]> = { unsigned: [], signed: [] };
-      const bigSha256 = s3 ? patternDigest(pattern, p.bigSize, 'sha256') : '';
+      const ceilRuns: Run[] = [];
+      const svcRuns: Run[] = [];
+      const peerRuns: Run[] = [];
+      const s3Runs: Record<'unsigned' | 'signed', Run[]> = { unsigned: [], signed: [] };
+      const bigSha256 = s3T ? patternDigest(pattern, p.bigSize, 'sha256') : '';
       for (let rep = 0; rep < p.reps; rep++) {
         log(`[${db}] W1 ${big} PUT, repetition ${rep + 1}/${p.reps}: ceiling, then files-rest`);
-        const c = await watched(ceil, () => cc.putPattern(`/hash-write/w1-${rep}`, pattern, 0, p.bigSize), { db: false });
-        if (c.result.json?.checksum !== `md5:${expectedMd5}`) throw new Error(`ceiling W1: wrong checksum ${c.result.text}`);
-        ceilRuns.push({ mibps: p.bigSize / MiB / c.result.seconds, usage: c.usage });
-        const s = await watched(svc, () => sc.putPattern(w1Key(rep), pattern, 0, p.bigSize));
-        if (s.result.json?.checksum !== `md5:${expectedMd5}`) throw new Error(`W1: wrong checksum ${s.result.text.slice(0, 300)}`);
-        svcRuns.push({ mibps: p.bigSize / MiB / s.result.seconds, usage: s.usage });
-        if (s3) {
+        ceilRuns.push(await bigRun(ceilT, () => putBig(ceilT, `/hash-write/w1-${rep}`, pattern, p.bigSize, expectedMd5)));
+        svcRuns.push(await bigRun(restT, () => putBig(restT, w1Key(rep), pattern, p.bigSize, expectedMd5)));
+        if (s3T) {
           for (const mode of ['unsigned', 'signed'] as const) {
             log(`[${db}] W1 ${big} PUT through the S3 door, ${mode === 'signed' ? 'signed payload' : 'UNSIGNED-PAYLOAD'}`);
-            const path = `/${bucket}/w1/s3-${mode}-${rep}.bin`;
-            const r = await watched(svc, () => s3.http.putPattern(path, pattern, 0, p.bigSize, 'PUT', s3.sign('PUT', path, mode === 'signed' ? bigSha256 : UNSIGNED)));
-            if (r.result.headers.etag !== s3Md5) throw new Error(`S3 W1: unexpected ETag ${String(r.result.headers.etag)}`);
-            s3Runs[mode].push({ mibps: p.bigSize / MiB / r.result.seconds, usage: r.usage });
+            const path = s3T.objectPath(bucket, `w1/s3-${mode}-${rep}.bin`);
+            s3Runs[mode].push(await bigRun(s3T, () => putBig(s3T, path, pattern, p.bigSize, expectedMd5, mode === 'signed' ? bigSha256 : UNSIGNED)));
           }
         }
+        if (peerW1) {
+          log(`[${db}] W1 ${big} PUT to the peer (s3rver)`);
+          peerRuns.push(await bigRun(peerW1.t, () => putBig(peerW1.t, peerKey(rep), pattern, p.bigSize, expectedMd5)));
+        }
       }
-      if (s3) {
+      if (s3T) {
         for (const mode of ['unsigned', 'signed'] as const) {
           const runs = s3Runs[mode];
           figures[`S3.W1.${mode}.mibps`] = median(runs.map((r) => r.mibps));
@@ -494,6 +526,14 @@ async function runSection(db: DbKind, o: Options, p: Params, stamp: string): Pro
           usage[`S3 W1 ${mode}`] = withCost(runs[runs.length - 1]!.usage, { bytes: p.bigSize });
         }
         details.S3W1 = s3Runs;
+      }
+      if (peerW1) {
+        figures['peer.W1.mibps'] = median(peerRuns.map((r) => r.mibps));
+        figures['peer.W1.peakRssMB'] = Math.max(...peerRuns.map((r) => r.usage.peakRssMB));
+        // files-rest ÷ the peer, repetition by repetition.
+        figures['W1.peerPairedRatio'] = median(svcRuns.map((r, i) => r.mibps / peerRuns[i]!.mibps));
+        usage['W1 peer'] = withCost(peerRuns[peerRuns.length - 1]!.usage, { bytes: p.bigSize });
+        details.peerW1 = peerRuns;
       }
       figures['ceiling.hashWrite.mibps'] = median(ceilRuns.map((r) => r.mibps));
       figures['ceiling.hashWrite.peakRssMB'] = Math.max(...ceilRuns.map((r) => r.usage.peakRssMB));
@@ -505,31 +545,32 @@ async function runSection(db: DbKind, o: Options, p: Params, stamp: string): Pro
       details.W1 = { ceiling: ceilRuns, service: svcRuns };
     }
     if (want('W2')) {
-      const ceilRuns: { mibps: number; usage: Usage }[] = [];
-      const svcRuns: { mibps: number; usage: Usage }[] = [];
-      const s3Runs: { mibps: number; usage: Usage }[] = [];
+      const ceilRuns: Run[] = [];
+      const svcRuns: Run[] = [];
+      const s3Runs: Run[] = [];
+      const peerRuns: Run[] = [];
       // A GET takes a second or two and varies most from one repetition to the next: at least 5.
       const reps = Math.max(p.reps, p.mode === 'quick' ? 1 : 5);
       for (let rep = 0; rep < reps; rep++) {
-        log(`[${db}] W2 ${big} GET, repetition ${rep + 1}/${reps}: ceiling, then files-rest`);
-        const c = await watched(ceil, () => cc.getCount(`/stream/w1-${rep % p.reps}`, p.bigSize), { db: false });
-        ceilRuns.push({ mibps: p.bigSize / MiB / c.result.seconds, usage: c.usage });
-        const s = await watched(svc, () => sc.getCount(w1Key(rep % p.reps), p.bigSize));
-        if (s.result.headers.etag !== `"md5:${expectedMd5}"`) throw new Error(`W2: unexpected ETag ${String(s.result.headers.etag)}`);
-        svcRuns.push({ mibps: p.bigSize / MiB / s.result.seconds, usage: s.usage });
-        if (s3) {
-          // The same object through the S3 door (a bucket's id is its S3 name too).
-          const path = `/${bucket}/w1/big-${rep % p.reps}.bin`;
-          const r = await watched(svc, () => s3.http.getCount(path, p.bigSize, s3.sign('GET', path)));
-          if (r.result.headers.etag !== s3Md5) throw new Error(`S3 W2: unexpected ETag ${String(r.result.headers.etag)}`);
-          s3Runs.push({ mibps: p.bigSize / MiB / r.result.seconds, usage: r.usage });
-        }
+        log(`[${db}] W2 ${big} GET, repetition ${rep + 1}/${reps}: ceiling, then files-rest${peerW1 ? ', then the peer' : ''}`);
+        ceilRuns.push(await bigRun(ceilT, () => getBig(ceilT, `/stream/w1-${rep % p.reps}`, p.bigSize, null)));
+        svcRuns.push(await bigRun(restT, () => getBig(restT, w1Key(rep % p.reps), p.bigSize, expectedMd5)));
+        // The same object through the S3 door (a bucket's id is its S3 name too).
+        if (s3T) s3Runs.push(await bigRun(s3T, () => getBig(s3T, s3T.objectPath(bucket, `w1/big-${rep % p.reps}.bin`), p.bigSize, expectedMd5)));
+        if (peerW1) peerRuns.push(await bigRun(peerW1.t, () => getBig(peerW1.t, peerKey(rep % p.reps), p.bigSize, expectedMd5)));
       }
-      if (s3) {
+      if (s3T) {
         figures['S3.W2.mibps'] = median(s3Runs.map((r) => r.mibps));
         figures['S3.W2.pairedRatio'] = median(s3Runs.map((r, i) => r.mibps / svcRuns[i]!.mibps));
         usage['S3 W2'] = withCost(s3Runs[s3Runs.length - 1]!.usage, { bytes: p.bigSize });
         details.S3W2 = s3Runs;
+      }
+      if (peerW1) {
+        figures['peer.W2.mibps'] = median(peerRuns.map((r) => r.mibps));
+        figures['peer.W2.peakRssMB'] = Math.max(...peerRuns.map((r) => r.usage.peakRssMB));
+        figures['W2.peerPairedRatio'] = median(svcRuns.map((r, i) => r.mibps / peerRuns[i]!.mibps));
+        usage['W2 peer'] = withCost(peerRuns[peerRuns.length - 1]!.usage, { bytes: p.bigSize });
+        details.peerW2 = peerRuns;
       }
       figures['ceiling.stream.mibps'] = median(ceilRuns.map((r) => r.mibps));
       figures['ceiling.stream.peakRssMB'] = Math.max(...ceilRuns.map((r) => r.usage.peakRssMB));
@@ -542,6 +583,12 @@ async function runSection(db: DbKind, o: Options, p: Params, stamp: string): Pro
     }
     await rm(join(dir, 'ceiling'), { recursive: true, force: true });
     mkdirSync(join(dir, 'ceiling'), { recursive: true });
+    // The peer's copies of W1's objects are not needed any more (disk space).
+    if (peerW1 && (want('W1') || want('W2'))) {
+      for (const path of [peerW1.t.objectPath(peerW1.bucket, 'w1/warm-up.bin'), ...Array.from({ length: p.reps }, (_, rep) => peerKey(rep))]) {
+        await peerW1.t.http.ok('DELETE', path, { headers: peerW1.t.sign('DELETE', path)() });
+      }
+    }
 
     if (want('W5')) {
       const runs: { mibps: number; lastPartToUsableS: number; completeRequestS: number; usage: Usage }[] = [];
@@ -589,24 +636,13 @@ async function runSection(db: DbKind, o: Options, p: Params, stamp: string): Pro
 
   if (want('W3')) {
     log(`[${db}] W3 4 KiB PUTs, ${p.inFlight} in flight, ${p.loopMs / 1000} s: ceiling, then files-rest`);
-    // One W3-shaped loop of 4 KiB PUTs: `path` names each request's target.
-    const putLoop = (c: HttpClient, path: (w: number, seq: number) => string) => () =>
-      closedLoop({
-        concurrency: p.inFlight,
-        durationMs: p.loopMs,
-        maxOps: p.loopMaxOps,
-        warmupMs: p.warmupMs,
-        op: async (w, seq) => {
-          await c.ok('PUT', path(w, seq), { body: small });
-        },
-      });
-    const c = await watched(ceil, putLoop(cc, (w, seq) => `/mem/w3/${w}-${seq}`), { db: false });
+    const c = await measure(ceilT, putSmallLoop(ceilT, shape, small, (w, seq) => `/mem/w3/${w}-${seq}`));
     // What the disk allows: the bare server's durable hash+write (fsync of file and directory) of the
     // same 4 KiB bodies, same shape. Not the target's ceiling (that is the in-memory one); a reference
     // for how much of W3 the fsyncs alone take.
-    const d = await watched(ceil, putLoop(cc, (w, seq) => `/hash-write/w3-${w}-${seq}`), { db: false });
+    const d = await measure(ceilT, putSmallLoop(ceilT, shape, small, (w, seq) => `/hash-write/w3-${w}-${seq}`));
     const bucket = await createBucket(sc);
-    const s = await watched(svc, putLoop(sc, (w, seq) => `/files/${bucket}/w3/${w}-${seq}.bin`));
+    const s = await measure(restT, putSmallLoop(restT, shape, small, (w, seq) => `/files/${bucket}/w3/${w}-${seq}.bin`));
     figures['ceiling.durablePut.opsPerSec'] = d.result.opsPerSec;
     figures['ceiling.durablePut.p50Ms'] = d.result.p50Ms;
     figures['ceiling.memPut.opsPerSec'] = c.result.opsPerSec;
@@ -619,53 +655,43 @@ async function runSection(db: DbKind, o: Options, p: Params, stamp: string): Pro
     usage['W3 ceiling'] = withCost(c.usage, { ops: c.result.ops + c.result.warmupOps });
     usage['W3 durable ref'] = withCost(d.usage, { ops: d.result.ops + d.result.warmupOps });
     details.W3 = { ceiling: c.result, durableReference: d.result, service: s.result };
-    if (s3) {
+    if (s3T) {
       const smallSha256 = createHash('sha256').update(small).digest('hex');
       for (const mode of ['unsigned', 'signed'] as const) {
         log(`[${db}] W3 through the S3 door, ${mode === 'signed' ? 'signed payload' : 'UNSIGNED-PAYLOAD'}`);
-        const r = await watched(svc, () =>
-          closedLoop({
-            concurrency: p.inFlight,
-            durationMs: p.loopMs,
-            maxOps: p.loopMaxOps,
-            warmupMs: p.warmupMs,
-            op: async (w, seq) => {
-              const path = `/${bucket}/w3/s3-${mode}-${w}-${seq}.bin`;
-              await s3.http.ok('PUT', path, { body: small, headers: s3.sign('PUT', path, mode === 'signed' ? smallSha256 : UNSIGNED)() });
-            },
-          }),
-        );
+        const r = await measure(s3T, putSmallLoop(s3T, shape, small, (w, seq) => s3T.objectPath(bucket, `w3/s3-${mode}-${w}-${seq}.bin`), mode === 'signed' ? smallSha256 : UNSIGNED));
         figures[`S3.W3.${mode}.opsPerSec`] = r.result.opsPerSec;
         figures[`S3.W3.${mode}.p50Ms`] = r.result.p50Ms;
         usage[`S3 W3 ${mode}`] = withCost(r.usage, { ops: r.result.ops + r.result.warmupOps });
         details[`S3W3${mode}`] = r.result;
       }
     }
+    if (peerT) {
+      log(`[${db}] W3 on the peer (s3rver)`);
+      const pb = await peerT.createBucket('bench-w3');
+      const r = await measure(peerT, putSmallLoop(peerT, shape, small, (w, seq) => peerT.objectPath(pb, `w3/${w}-${seq}.bin`)));
+      figures['peer.W3.opsPerSec'] = r.result.opsPerSec;
+      figures['peer.W3.p50Ms'] = r.result.p50Ms;
+      figures['peer.W3.p99Ms'] = r.result.p99Ms;
+      usage['W3 peer'] = withCost(r.usage, { ops: r.result.ops + r.result.warmupOps });
+      details.peerW3 = r.result;
+    }
   }
 
   if (want('W4')) {
     const bucket = await createBucket(sc);
     for (let i = 0; i < p.w4Objects; i++) await sc.ok('PUT', `/files/${bucket}/w4/${i}.bin`, { body: small });
+    const peerW4 = peerT ? { t: peerT, bucket: await peerT.createBucket('bench-w4') } : null;
+    if (peerW4) {
+      for (let i = 0; i < p.w4Objects; i++) {
+        const path = peerW4.t.objectPath(peerW4.bucket, `w4/${i}.bin`);
+        await peerW4.t.http.ok('PUT', path, { body: small, headers: peerW4.t.sign('PUT', path)() });
+      }
+    }
     log(`[${db}] W4 4 KiB GETs, ${p.inFlight} in flight, ${p.loopMs / 1000} s: ceiling, then files-rest`);
-    const getSmall = async (c: HttpClient, path: string) => {
-      const r = await c.pool.request({ method: 'GET', path });
-      const b = await r.body.arrayBuffer();
-      if (r.statusCode !== 200 || b.byteLength !== p.smallSize) throw new Error(`GET ${path}: HTTP ${r.statusCode}, ${b.byteLength} bytes`);
-    };
     const pick = () => Math.floor(Math.random() * p.w4Objects);
-    const c = await watched(ceil, () =>
-      closedLoop({ concurrency: p.inFlight, durationMs: p.loopMs, maxOps: p.loopMaxOps, warmupMs: p.warmupMs, op: () => getSmall(cc, `/mem/w4/${pick()}`) }),
-      { db: false },
-    );
-    const s = await watched(svc, () =>
-      closedLoop({
-        concurrency: p.inFlight,
-        durationMs: p.loopMs,
-        maxOps: p.loopMaxOps,
-        warmupMs: p.warmupMs,
-        op: () => getSmall(sc, `/files/${bucket}/w4/${pick()}.bin`),
-      }),
-    );
+    const c = await measure(ceilT, getSmallLoop(ceilT, shape, p.smallSize, () => `/mem/w4/${pick()}`));
+    const s = await measure(restT, getSmallLoop(restT, shape, p.smallSize, () => `/files/${bucket}/w4/${pick()}.bin`));
     figures['ceiling.memGet.opsPerSec'] = c.result.opsPerSec;
     figures['ceiling.memGet.p50Ms'] = c.result.p50Ms;
     figures['ceiling.memGet.p99Ms'] = c.result.p99Ms;
@@ -675,32 +701,67 @@ async function runSection(db: DbKind, o: Options, p: Params, stamp: string): Pro
     usage.W4 = withCost(s.usage, { ops: s.result.ops + s.result.warmupOps });
     usage['W4 ceiling'] = withCost(c.usage, { ops: c.result.ops + c.result.warmupOps });
     details.W4 = { ceiling: c.result, service: s.result };
-    if (s3) {
+    if (s3T) {
       log(`[${db}] W4 through the S3 door`);
-      const r = await watched(svc, () =>
-        closedLoop({
-          concurrency: p.inFlight,
-          durationMs: p.loopMs,
-          maxOps: p.loopMaxOps,
-          warmupMs: p.warmupMs,
-          op: async () => {
-            const path = `/${bucket}/w4/${pick()}.bin`;
-            const res = await s3.http.pool.request({ method: 'GET', path, headers: s3.sign('GET', path)() });
-            const b = await res.body.arrayBuffer();
-            if (res.statusCode !== 200 || b.byteLength !== p.smallSize) throw new Error(`S3 GET ${path}: HTTP ${res.statusCode}, ${b.byteLength} bytes`);
-          },
-        }),
-      );
+      const r = await measure(s3T, getSmallLoop(s3T, shape, p.smallSize, () => s3T.objectPath(bucket, `w4/${pick()}.bin`)));
       figures['S3.W4.opsPerSec'] = r.result.opsPerSec;
       figures['S3.W4.p50Ms'] = r.result.p50Ms;
       usage['S3 W4'] = withCost(r.usage, { ops: r.result.ops + r.result.warmupOps });
       details.S3W4 = r.result;
     }
+    if (peerW4) {
+      log(`[${db}] W4 on the peer (s3rver)`);
+      const r = await measure(peerW4.t, getSmallLoop(peerW4.t, shape, p.smallSize, () => peerW4.t.objectPath(peerW4.bucket, `w4/${pick()}.bin`)));
+      figures['peer.W4.opsPerSec'] = r.result.opsPerSec;
+      figures['peer.W4.p50Ms'] = r.result.p50Ms;
+      figures['peer.W4.p99Ms'] = r.result.p99Ms;
+      usage['W4 peer'] = withCost(r.usage, { ops: r.result.ops + r.result.warmupOps });
+      details.peerW4 = r.result;
+    }
+  }
+
+  if (want('W8')) {
+    const w8: W8Params = {
+      clients: p.w8Clients,
+      durationMs: p.w8Ms,
+      warmupMs: p.w8WarmupMs,
+      maxOps: p.loopMaxOps,
+      objects: p.w8Objects,
+      pageKeys: p.w8PageKeys,
+      seed: p.w8Seed,
+    };
+    const schedule = w8Schedule(w8.objects, w8.seed);
+    // files-rest through its REST door, then the peer: the same requests in the same order, each
+    // through a pool of one connection per client.
+    const sides: { prefix: string; usageKey: string; t: StoreTarget }[] = [
+      { prefix: 'W8', usageKey: 'W8', t: restTarget('files-rest', svc, new HttpClient(svc.url, w8.clients)) },
+    ];
+    const peerW8 = peer?.target(w8.clients) ?? null;
+    if (peerW8) sides.push({ prefix: 'peer.W8', usageKey: 'W8 peer', t: peerW8 });
+    for (const { prefix, usageKey, t } of sides) {
+      cleanups.push(() => t.http.close());
+      const bucket = await t.createBucket('bench-w8');
+      log(`[${db}] W8 on ${t.name}: seeding ${w8.objects} objects of 4 KiB–1 MiB`);
+      await seedW8(t, bucket, w8.objects, pattern);
+      log(`[${db}] W8 on ${t.name}: ${w8.clients} clients, ${w8.durationMs / 1000} s, 70 % GET, 20 % PUT, 10 % listing`);
+      const r = await measure(t, w8Loop(t, bucket, w8, pattern, schedule));
+      for (const [kind, k] of [['all', r.result], ...Object.entries(r.result.byKind)] as const) {
+        figures[`${prefix}.${kind}.opsPerSec`] = k.opsPerSec;
+        if (kind !== 'list') figures[`${prefix}.${kind}.mibps`] = k.mibps;
+        figures[`${prefix}.${kind}.p50Ms`] = k.p50Ms;
+        figures[`${prefix}.${kind}.p99Ms`] = k.p99Ms;
+      }
+      usage[usageKey] = withCost(r.usage, { ops: r.result.ops + r.result.warmupOps });
+      details[prefix === 'W8' ? 'W8' : 'peerW8'] = r.result;
+      await t.http.close();
+    }
   }
 
   await cc.close();
   await ceil.stop();
-  await s3?.http.close();
+  await s3T?.http.close();
+  await peerT?.http.close();
+  await peer?.proc?.stop();
   await sc.close();
   await svc.stop();
 
@@ -763,15 +824,25 @@ async function runSection(db: DbKind, o: Options, p: Params, stamp: string): Pro
   const rowDefs: Parameters<typeof makeRow>[1][] = [
     { id: 'W1.mibps', workload: 'W1', figure: `PUT ${big}`, unit: 'MiB/s', ceilingId: 'ceiling.hashWrite.mibps', ceilingLabel: 'hash+write', ratioId: 'W1.pairedRatio', target: { on: 'ratio', op: '>=', bound: 0.85 } },
     { id: 'W1.peakRssMB', workload: 'W1', figure: 'server peak RSS', unit: 'MB', ceilingId: 'ceiling.hashWrite.peakRssMB', ceilingLabel: 'bare server', target: { on: 'value', op: '<=', bound: 100 } },
+    { id: 'W1.mibps', workload: 'W1', figure: `PUT ${big} vs the peer`, unit: 'MiB/s', ceilingId: 'peer.W1.mibps', ceilingLabel: peerLabel, ratioId: 'W1.peerPairedRatio' },
+    { id: 'W1.peakRssMB', workload: 'W1', figure: 'server peak RSS vs the peer', unit: 'MB', ceilingId: 'peer.W1.peakRssMB', ceilingLabel: peerLabel },
     { id: 'W2.mibps', workload: 'W2', figure: `GET ${big}`, unit: 'MiB/s', ceilingId: 'ceiling.stream.mibps', ceilingLabel: 'stream', ratioId: 'W2.pairedRatio', target: { on: 'ratio', op: '>=', bound: 0.9 } },
     { id: 'W2.peakRssMB', workload: 'W2', figure: 'server peak RSS', unit: 'MB', ceilingId: 'ceiling.stream.peakRssMB', ceilingLabel: 'bare server', target: { on: 'value', op: '<=', bound: 100 } },
+    { id: 'W2.mibps', workload: 'W2', figure: `GET ${big} vs the peer`, unit: 'MiB/s', ceilingId: 'peer.W2.mibps', ceilingLabel: peerLabel, ratioId: 'W2.peerPairedRatio' },
+    { id: 'W2.peakRssMB', workload: 'W2', figure: 'server peak RSS vs the peer', unit: 'MB', ceilingId: 'peer.W2.peakRssMB', ceilingLabel: peerLabel },
     { id: 'W3.opsPerSec', workload: 'W3', figure: `4 KiB PUT ×${p.inFlight}`, unit: 'ops/s', ceilingId: 'ceiling.memPut.opsPerSec', ceilingLabel: 'in-memory', target: { on: 'ratio', op: '>=', bound: 0.3 } },
     { id: 'W3.opsPerSec', workload: 'W3', figure: `4 KiB PUT ×${p.inFlight} vs the disk`, unit: 'ops/s', ceilingId: 'ceiling.durablePut.opsPerSec', ceilingLabel: 'durable hash+write' },
     { id: 'W3.p50Ms', workload: 'W3', figure: 'p50 latency', unit: 'ms', ceilingId: 'ceiling.memPut.p50Ms', ceilingLabel: 'in-memory' },
     { id: 'W3.p99Ms', workload: 'W3', figure: 'p99 latency', unit: 'ms', ceilingId: 'ceiling.memPut.p99Ms', ceilingLabel: 'in-memory' },
+    { id: 'W3.opsPerSec', workload: 'W3', figure: `4 KiB PUT ×${p.inFlight} vs the peer`, unit: 'ops/s', ceilingId: 'peer.W3.opsPerSec', ceilingLabel: peerLabel },
+    { id: 'W3.p50Ms', workload: 'W3', figure: 'p50 latency vs the peer', unit: 'ms', ceilingId: 'peer.W3.p50Ms', ceilingLabel: peerLabel },
+    { id: 'W3.p99Ms', workload: 'W3', figure: 'p99 latency vs the peer', unit: 'ms', ceilingId: 'peer.W3.p99Ms', ceilingLabel: peerLabel },
     { id: 'W4.opsPerSec', workload: 'W4', figure: `4 KiB GET ×${p.inFlight}`, unit: 'ops/s', ceilingId: 'ceiling.memGet.opsPerSec', ceilingLabel: 'in-memory', target: { on: 'ratio', op: '>=', bound: 0.5 } },
     { id: 'W4.p50Ms', workload: 'W4', figure: 'p50 latency', unit: 'ms', ceilingId: 'ceiling.memGet.p50Ms', ceilingLabel: 'in-memory' },
     { id: 'W4.p99Ms', workload: 'W4', figure: 'p99 latency', unit: 'ms', ceilingId: 'ceiling.memGet.p99Ms', ceilingLabel: 'in-memory' },
+    { id: 'W4.opsPerSec', workload: 'W4', figure: `4 KiB GET ×${p.inFlight} vs the peer`, unit: 'ops/s', ceilingId: 'peer.W4.opsPerSec', ceilingLabel: peerLabel },
+    { id: 'W4.p50Ms', workload: 'W4', figure: 'p50 latency vs the peer', unit: 'ms', ceilingId: 'peer.W4.p50Ms', ceilingLabel: peerLabel },
+    { id: 'W4.p99Ms', workload: 'W4', figure: 'p99 latency vs the peer', unit: 'ms', ceilingId: 'peer.W4.p99Ms', ceilingLabel: peerLabel },
     { id: 'S3.W1.unsigned.mibps', workload: 'S3', figure: `W1 PUT ${big}, UNSIGNED-PAYLOAD`, unit: 'MiB/s', ceilingId: 'W1.mibps', ceilingLabel: 'REST W1', ratioId: 'S3.W1.unsigned.pairedRatio', target: { on: 'ratio', op: '>=', bound: 0.9 } },
     { id: 'S3.W1.signed.mibps', workload: 'S3', figure: `W1 PUT ${big}, signed payload`, unit: 'MiB/s', ceilingId: 'W1.mibps', ceilingLabel: 'REST W1', ratioId: 'S3.W1.signed.pairedRatio', target: { on: 'ratio', op: '>=', bound: 0.9 } },
     { id: 'S3.W2.mibps', workload: 'S3', figure: `W2 GET ${big}`, unit: 'MiB/s', ceilingId: 'W2.mibps', ceilingLabel: 'REST W2', ratioId: 'S3.W2.pairedRatio', target: { on: 'ratio', op: '>=', bound: 0.9 } },
@@ -790,6 +861,16 @@ async function runSection(db: DbKind, o: Options, p: Params, stamp: string): Pro
     { id: 'W7.full.p50Ms', workload: 'W7', figure: `PUT p50 ${k}`, unit: 'ms', ceilingId: 'W7.empty.p50Ms', ceilingLabel: 'empty bucket', target: { on: 'ratio', op: '<=', bound: 1.5 } },
     { id: 'W7.full.p99Ms', workload: 'W7', figure: `PUT p99 ${k}`, unit: 'ms', ceilingId: 'W7.empty.p99Ms', ceilingLabel: 'empty bucket' },
     { id: 'W7.full.p50Ms', workload: 'W7', figure: `PUT p50 ${k} vs fresh DB`, unit: 'ms', ceilingId: 'W7.freshDb.p50Ms', ceilingLabel: 'empty DB' },
+    // W8: files-rest through its REST door, side by side with the peer (through S3).
+    ...(['all', 'get', 'put', 'list'] as const).flatMap((kind) => {
+      const what = `REST door ×${p.w8Clients}, ${{ all: 'all requests', get: 'GETs', put: 'PUTs', list: 'listings' }[kind]}`;
+      const vs = (figure: string, unit: string) => ({ id: `W8.${kind}.${figure}`, workload: 'W8', unit, ceilingId: `peer.W8.${kind}.${figure}`, ceilingLabel: peerLabel });
+      return [
+        { ...vs('opsPerSec', 'ops/s'), figure: what },
+        ...(kind === 'list' ? [] : [{ ...vs('mibps', 'MiB/s'), figure: `${what}, object bytes` }]),
+        { ...vs('p99Ms', 'ms'), figure: `${what}, p99 latency` },
+      ];
+    }),
   ];
   const rows = rowDefs.filter((r) => want(r.workload)).map((r) => makeRow(figures, r));
   return { figures, rows, details, complete: !o.only };

@@ -59,6 +59,28 @@ const FIGURES = [
   'S3.W3.unsigned.opsPerSec',
   'S3.W3.signed.opsPerSec',
   'S3.W4.opsPerSec',
+  // The peer (s3rver) on W1–W4, and files-rest ÷ peer per repetition of W1 and W2.
+  'peer.W1.mibps',
+  'peer.W1.peakRssMB',
+  'W1.peerPairedRatio',
+  'peer.W2.mibps',
+  'peer.W2.peakRssMB',
+  'W2.peerPairedRatio',
+  'peer.W3.opsPerSec',
+  'peer.W3.p50Ms',
+  'peer.W3.p99Ms',
+  'peer.W4.opsPerSec',
+  'peer.W4.p50Ms',
+  'peer.W4.p99Ms',
+  // W8, the mix: files-rest (REST door) and the peer, overall and per kind.
+  ...['W8', 'peer.W8'].flatMap((side) =>
+    ['all', 'get', 'put', 'list'].flatMap((kind) => [
+      `${side}.${kind}.opsPerSec`,
+      `${side}.${kind}.p50Ms`,
+      `${side}.${kind}.p99Ms`,
+      ...(kind === 'list' ? [] : [`${side}.${kind}.mibps`]),
+    ]),
+  ),
 ];
 
 function run(args: string[], timeoutMs: number): Promise<{ code: number | null; out: string }> {
@@ -110,15 +132,26 @@ describe('Benchmark (quick mode)', () => {
           if (row.ceilingId !== null) assert.ok(Number.isFinite(row.ratio), `row ${row.workload} ${row.figure}: ratio ${row.ratio}`);
           if (row.target !== null) assert.equal(typeof row.met, 'boolean');
         }
-        for (const w of ['W1', 'W2', 'W3', 'W4', 'W5', 'W6', 'W7']) {
+        for (const w of ['W1', 'W2', 'W3', 'W4', 'W5', 'W6', 'W7', 'W8']) {
           assert.ok(result.rows.some((row: { workload: string }) => row.workload === w), `no row for ${w}`);
         }
         // The printed table names every workload too.
-        for (const w of ['W1', 'W2', 'W3', 'W4', 'W5', 'W6', 'W7']) assert.match(r.out, new RegExp(`\\| ${w} `));
-        // The work directory it announced is gone.
+        for (const w of ['W1', 'W2', 'W3', 'W4', 'W5', 'W6', 'W7', 'W8']) assert.match(r.out, new RegExp(`\\| ${w} `));
+        // The peer ran, and every W1–W4 and W8 figure has a row comparing it with the peer's.
+        assert.equal(result.details.peer?.running, true, `the peer did not run: ${JSON.stringify(result.details.peer)}`);
+        const peerRows = result.rows.filter((row: { ceilingId: string | null }) => row.ceilingId?.startsWith('peer.'));
+        for (const w of ['W1', 'W2', 'W3', 'W4', 'W8']) {
+          assert.ok(peerRows.some((row: { workload: string }) => row.workload === w), `no row comparing ${w} with the peer`);
+        }
+        assert.equal(peerRows.filter((row: { workload: string }) => row.workload === 'W8').length, 11);
+        assert.match(r.out, /\(s3rver\)/);
+        // The work directory it announced is gone, and the peer with it.
         const work = /work directory (\S+)/.exec(r.out)?.[1];
         assert.ok(work, 'the benchmark names its work directory');
         await assert.rejects(stat(work), { code: 'ENOENT' });
+        const peerPid: number = result.details.peer.pid;
+        assert.ok(Number.isInteger(peerPid), `the peer's pid is ${peerPid}`);
+        assert.throws(() => process.kill(peerPid, 0), { code: 'ESRCH' }, 'the peer is still running after the run');
       } finally {
         await rm(dir, { recursive: true, force: true });
       }

@@ -151,42 +151,75 @@ export function summarize(samples: Float64Array | number[], count = samples.leng
   return { count: s.length, p50Ms: pick(0.5), p99Ms: pick(0.99), meanMs: s.length ? sum / s.length : NaN, maxMs: s.length ? s[s.length - 1]! : NaN };
 }
 
+/** What one request of a loop did, when its op tells: its kind (e.g. `get`) and the object bytes it moved. */
+export interface OpOutcome {
+  kind: string;
+  bytes: number;
+}
+
+/** The recorded requests of one kind in a loop: latencies, rate, and object bytes moved. */
+export interface KindResult extends LatencySummary {
+  ops: number;
+  opsPerSec: number;
+  bytes: number;
+  mibps: number;
+}
+
 export interface LoopResult extends LatencySummary {
   ops: number;
   /** Requests sent during the unrecorded warm-up. */
   warmupOps: number;
   seconds: number;
   opsPerSec: number;
+  /** Object bytes moved by the recorded requests (0 unless the op reports outcomes). */
+  bytes: number;
+  mibps: number;
+  /** Per kind, when the op reports outcomes. */
+  byKind: Record<string, KindResult>;
 }
 
 /**
  * A closed loop: `concurrency` workers each send one request after another until `durationMs` has
  * passed or `maxOps` requests were sent, after an unrecorded warm-up of `warmupMs`. Any failed
- * request stops the loop and fails the measurement.
+ * request stops the loop and fails the measurement. An op may report what it did (`OpOutcome`):
+ * the result then also holds the object bytes moved and, per kind, the latencies and rates.
  */
 export async function closedLoop(opts: {
   concurrency: number;
   durationMs: number;
   maxOps: number;
   warmupMs: number;
-  op: (worker: number, seq: number) => Promise<void>;
+  op: (worker: number, seq: number) => Promise<void | OpOutcome>;
 }): Promise<LoopResult> {
   let seq = 0;
   let failed = false;
   const workers = Array.from({ length: opts.concurrency }, (_, i) => i);
+  const kinds = new Map<string, { lat: number[]; bytes: number }>();
+  let bytes = 0;
   const run = async (until: number, maxOps: number, record: Float64Array | null, counter: { n: number }) => {
     await Promise.all(
       workers.map(async (w) => {
         while (!failed && counter.n < maxOps && performance.now() < until) {
           const slot = counter.n++;
           const t0 = performance.now();
+          let out: void | OpOutcome;
           try {
-            await opts.op(w, seq++);
+            out = await opts.op(w, seq++);
           } catch (e) {
             failed = true;
             throw e;
           }
-          if (record) record[slot] = performance.now() - t0;
+          if (record) {
+            const dt = performance.now() - t0;
+            record[slot] = dt;
+            if (out) {
+              let k = kinds.get(out.kind);
+              if (!k) kinds.set(out.kind, (k = { lat: [], bytes: 0 }));
+              k.lat.push(dt);
+              k.bytes += out.bytes;
+              bytes += out.bytes;
+            }
+          }
         }
       }),
     );
@@ -199,7 +232,11 @@ export async function closedLoop(opts: {
   await run(start + opts.durationMs, opts.maxOps, lat, counter);
   const seconds = (performance.now() - start) / 1000;
   const summary = summarize(lat, counter.n);
-  return { ...summary, ops: counter.n, warmupOps: warm.n, seconds, opsPerSec: counter.n / seconds };
+  const byKind: Record<string, KindResult> = {};
+  for (const [kind, k] of [...kinds].sort(([a], [b]) => (a < b ? -1 : 1))) {
+    byKind[kind] = { ...summarize(k.lat), ops: k.lat.length, opsPerSec: k.lat.length / seconds, bytes: k.bytes, mibps: k.bytes / MiB / seconds };
+  }
+  return { ...summary, ops: counter.n, warmupOps: warm.n, seconds, opsPerSec: counter.n / seconds, bytes, mibps: bytes / MiB / seconds, byKind };
 }
 
 export function median(xs: number[]): number {

@@ -25,14 +25,15 @@ function signingKey(c: S3Credentials, day: string): Buffer {
 
 /**
  * The headers that sign `method path` (path already URI-encoded, no query) for a body whose SHA-256
- * is `payloadSha256` (hex), or UNSIGNED-PAYLOAD.
+ * is `payloadSha256` (hex), or UNSIGNED-PAYLOAD. `query` is the request's canonical query string
+ * (names and values URI-encoded, sorted by name, `name=value` joined by `&`), '' when it has none.
  */
-export function signHeaders(c: S3Credentials, host: string, method: string, path: string, payloadSha256: string): Record<string, string> {
+export function signHeaders(c: S3Credentials, host: string, method: string, path: string, payloadSha256: string, query = ''): Record<string, string> {
   const amzDate = new Date().toISOString().replace(/[-:]/g, '').replace(/\.\d{3}/, '');
   const day = amzDate.slice(0, 8);
   const scope = `${day}/${c.region}/s3/aws4_request`;
   const signed = 'host;x-amz-content-sha256;x-amz-date';
-  const canonical = [method, path, '', `host:${host}`, `x-amz-content-sha256:${payloadSha256}`, `x-amz-date:${amzDate}`, '', signed, payloadSha256].join('\n');
+  const canonical = [method, path, query, `host:${host}`, `x-amz-content-sha256:${payloadSha256}`, `x-amz-date:${amzDate}`, '', signed, payloadSha256].join('\n');
   const toSign = ['AWS4-HMAC-SHA256', amzDate, scope, createHash('sha256').update(canonical).digest('hex')].join('\n');
   const signature = createHmac('sha256', signingKey(c, day)).update(toSign).digest('hex');
   return {
