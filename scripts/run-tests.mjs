@@ -81,6 +81,7 @@ const s3Pass = (!dbFilter || dbFilter === 'sqlite') && s3Files.length > 0 && wit
 // TEST_RGW_SKIP with the reason, and the RGW pass is left out.
 let rgw = null;
 let rgwEnv = {};
+// (replicas-rgw.test.js is not one: it stops and restarts the gateway of a cluster of its own.)
 const rgwUsers = files.filter((f) => /\/(storage-contract|rgw[^/]*)\.test\.js$/.test(f));
 if (withS3 && process.env.TEST_SKIP_RGW !== '1' && (rgwUsers.length > 0 || s3Pass)) {
   const { startRgwCluster, rgwClusterEnv } = await import(join(root, 'dist', 'test', 'support', 'rgw.js'));

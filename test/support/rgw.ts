@@ -129,6 +129,17 @@ export interface RgwCluster {
   dir: string;
   /** Seconds from the first command until RGW answered. */
   startSeconds: number;
+  /**
+   * Stops only the gateway (radosgw; the monitor and the OSD keep running): sends `signal` (SIGKILL,
+   * a crash, by default) and resolves once the process has exited. A no-op when it is not running.
+   */
+  stopGateway(signal?: NodeJS.Signals): Promise<void>;
+  /**
+   * Starts the gateway again, with the same configuration (same port, same data): resolves once the
+   * endpoint answers 200 again, rejects (with the tail of its log) if it exits or does not answer within
+   * `timeoutMs` (default: the start bound, TEST_RGW_START_TIMEOUT_MS). A no-op when it is running.
+   */
+  startGateway(timeoutMs?: number): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -189,6 +200,22 @@ export async function startRgwCluster(): Promise<RgwCluster | { skip: string }> 
     state.procs.push(p);
     return p;
   };
+  let gateway: ChildProcess | null = null;
+  const exited = (p: ChildProcess) => p.exitCode !== null || p.signalCode !== null;
+  /** Polls the endpoint until it answers 200; fails when a daemon exited or at `until`. */
+  const answering = async (endpoint: string, until: number, bound: number) => {
+    for (;;) {
+      const dead = state.procs.find(exited);
+      if (dead) throw new Error(`${dead.spawnfile} exited (${dead.exitCode ?? dead.signalCode})`);
+      const ok = await fetch(endpoint, { signal: AbortSignal.timeout(2000) }).then(
+        (r) => r.status === 200,
+        () => false,
+      );
+      if (ok) return;
+      if (Date.now() > until) throw new Error(`RGW did not answer on ${endpoint} within ${bound / 1000} s`);
+      await sleep(200);
+    }
+  };
   try {
     const [monPort, rgwPort] = [await freePort(), await freePort()];
     const fsid = randomUUID();
@@ -209,7 +236,7 @@ export async function startRgwCluster(): Promise<RgwCluster | { skip: string }> 
 
     // The gateway, and its S3 user (radosgw-admin waits for the OSD to take the pools' writes).
     stage = 'rgw';
-    daemon(bins.radosgw!, ['-n', 'client.rgw']);
+    gateway = daemon(bins.radosgw!, ['-n', 'client.rgw']);
     stage = 'user';
     const accessKeyId = 'files-rest-test';
     const secretAccessKey = randomBytes(20).toString('hex');
@@ -220,18 +247,26 @@ export async function startRgwCluster(): Promise<RgwCluster | { skip: string }> 
     );
     stage = 'rgw';
     const endpoint = `http://127.0.0.1:${rgwPort}`;
-    for (;;) {
-      const dead = state.procs.find((p) => p.exitCode !== null || p.signalCode !== null);
-      if (dead) throw new Error(`${dead.spawnfile} exited (${dead.exitCode ?? dead.signalCode})`);
-      const ok = await fetch(endpoint, { signal: AbortSignal.timeout(2000) }).then(
-        (r) => r.status === 200,
-        () => false,
-      );
-      if (ok) break;
-      if (Date.now() > deadline) throw new Error(`RGW did not answer on ${endpoint} within ${START_BOUND_MS / 1000} s`);
-      await sleep(200);
-    }
-    return { endpoint, accessKeyId, secretAccessKey, dir, startSeconds: (Date.now() - t0) / 1000, close };
+    await answering(endpoint, deadline, START_BOUND_MS);
+    // The gateway alone, stopped and started again: the monitor and the OSD (and RGW's pools) stay.
+    const stopGateway = async (signal: NodeJS.Signals = 'SIGKILL') => {
+      const p = gateway;
+      if (!p || exited(p)) return;
+      const gone = new Promise((r) => p.once('exit', r));
+      p.kill(signal);
+      await gone;
+      state.procs = state.procs.filter((x) => x !== p);
+    };
+    const startGateway = async (timeoutMs = START_BOUND_MS) => {
+      if (gateway && !exited(gateway)) return;
+      gateway = daemon(bins.radosgw!, ['-n', 'client.rgw']);
+      try {
+        await answering(endpoint, Date.now() + timeoutMs, timeoutMs);
+      } catch (e) {
+        throw new Error(`${(e as Error).message}\n--- ${logOf.rgw} (tail) ---\n${tail(logOf.rgw!, 30)}`);
+      }
+    };
+    return { endpoint, accessKeyId, secretAccessKey, dir, startSeconds: (Date.now() - t0) / 1000, stopGateway, startGateway, close };
   } catch (e) {
     const log = logOf[stage]!;
     process.stderr.write(`\nCeph RADOS Gateway did not start (${stage}): ${(e as Error).message}\n--- ${log} (tail) ---\n${tail(log, 30)}\n---\n`);
