@@ -65,6 +65,16 @@ async function traceWith(file: string, n: number): Promise<{ calls: Call[]; resp
 
 const isResponse = (c: Call, status: string) => (c.name === 'writev' || c.name === 'write') && c.text.includes('<socket:') && c.text.includes(`HTTP/1.1 ${status}`);
 
+/** Whether any process of the process group `pgid` is still running. */
+function groupAlive(pgid: number): boolean {
+  try {
+    process.kill(-pgid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 describe('durability: every acknowledgement comes after its flushes (strace)', () => {
   let found: Found;
   let env: Awaited<ReturnType<typeof testEnvironment>>;
@@ -83,7 +93,9 @@ describe('durability: every acknowledgement comes after its flushes (strace)', (
         '-e', 'trace=write,writev,pwrite64,pwritev,fsync,fdatasync,rename,renameat,renameat2',
         process.execPath, BIN, 'serve'],
       // No background worker: its polling would add WAL flushes that are nobody's acknowledgement.
-      { env: { PATH: process.env.PATH ?? '', ...env.env, LOG_LEVEL: 'warn', FILES_REST_WORKER: '0', FILES_REST_MULTIPART_CHUNKSIZE_MIN: '1024' }, stdio: ['ignore', 'pipe', 'pipe'] },
+      // Its own process group: the traced server is killed with strace (a SIGKILLed strace detaches
+      // its tracees, which would run on).
+      { env: { PATH: process.env.PATH ?? '', ...env.env, LOG_LEVEL: 'warn', FILES_REST_WORKER: '0', FILES_REST_MULTIPART_CHUNKSIZE_MIN: '1024' }, stdio: ['ignore', 'pipe', 'pipe'], detached: true },
     );
     let out = '';
     url = await new Promise<string>((resolve, reject) => {
@@ -103,10 +115,16 @@ describe('durability: every acknowledgement comes after its flushes (strace)', (
   });
 
   after(async () => {
-    if (child && child.exitCode === null) {
-      const exited = new Promise((r) => child!.once('exit', r));
-      child.kill('SIGKILL');
+    if (child?.pid !== undefined) {
+      const exited = child.exitCode === null ? new Promise((r) => child!.once('exit', r)) : null;
+      try {
+        process.kill(-child.pid, 'SIGKILL');
+      } catch {
+        /* the group is gone */
+      }
       await exited;
+      // The traced server leaves the group only by exiting: wait until no member is left.
+      for (let i = 0; i < 100 && groupAlive(child.pid); i++) await new Promise((r) => setTimeout(r, 50));
     }
     await env?.drop();
     if (env) await rm(env.dir, { recursive: true, force: true });
