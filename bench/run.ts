@@ -774,7 +774,7 @@ async function runSection(db: DbKind, o: Options, p: Params, stamp: string): Pro
         db === 'sqlite'
           ? await seedSqlite(databaseUrl.slice('sqlite:'.length), join(dir, 'data'), n)
           : await seedPostgres(databaseUrl, join(dir, 'data'), n);
-      log(`[${db}]   … ${s.seconds.toFixed(1)} s`);
+      log(`[${db}]   … ${s.seconds.toFixed(1)} s, database ${(s.databaseBytes / 2 ** 20).toFixed(0)} MiB`);
       seeded.push(s);
     }
     details.seeding = seeded;

@@ -9,6 +9,7 @@
  * `data/123/file-00012345.bin` and are inserted out of key order, as real uploads would be.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
+import { statSync } from 'node:fs';
 import { join } from 'node:path';
 
 export const SEED_OBJECT_SIZE = 4096;
@@ -19,6 +20,10 @@ export interface SeededBucket {
   id: string;
   objects: number;
   seconds: number;
+  /** The whole database's size on disk once seeded (all buckets seeded so far), in bytes. */
+  databaseBytes: number;
+  /** PostgreSQL: the size of each table with its indexes, and of each index of object_versions, in bytes. */
+  relationBytes?: Record<string, number>;
 }
 
 function prefixes() {
@@ -59,7 +64,7 @@ export async function seedSqlite(file: string, dataDir: string, count: number): 
       ).run(count, p.version, id, p.file, now, now);
     })();
     db.pragma('wal_checkpoint(TRUNCATE)');
-    return { id, objects: count, seconds: (performance.now() - t0) / 1000 };
+    return { id, objects: count, seconds: (performance.now() - t0) / 1000, databaseBytes: statSync(file).size };
   } finally {
     db.close();
   }
@@ -106,7 +111,15 @@ export async function seedPostgres(url: string, dataDir: string, count: number):
       throw e;
     }
     await c.query('vacuum analyze buckets, files, object_versions');
-    return { id, objects: count, seconds: (performance.now() - t0) / 1000 };
+    const seconds = (performance.now() - t0) / 1000;
+    const size = await c.query<{ bytes: string }>('select pg_database_size(current_database()) as bytes');
+    const rel = await c.query<{ name: string; bytes: string }>(
+      `select relname as name, pg_total_relation_size(oid) as bytes from pg_class where relname in ('object_versions', 'files', 'buckets', 'tasks')
+       union all
+       select indexrelname, pg_relation_size(indexrelid) from pg_stat_user_indexes where relname = 'object_versions'`,
+    );
+    const relationBytes = Object.fromEntries(rel.rows.map((r) => [r.name, Number(r.bytes)]));
+    return { id, objects: count, seconds, databaseBytes: Number(size.rows[0]!.bytes), relationBytes };
   } finally {
     await c.end();
   }

@@ -4,7 +4,7 @@
  * the REST door uses. Plain node:http: bodies are streamed to storage as they come (aws-chunked
  * decoded on the way), with no framework parsing anything, and the wire path is what is signed.
  */
-import { randomBytes } from 'node:crypto';
+import { randomFillSync } from 'node:crypto';
 import { createServer as createHttpServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Logger } from 'pino';
@@ -51,8 +51,18 @@ export interface S3DoorOptions {
   log: Logger;
 }
 
+/** Random bytes for request ids, drawn 4 KiB at a time: one small randomBytes() per request cost 11 µs. */
+const idPool = Buffer.alloc(4096);
+let idOffset = idPool.length;
+
+/** An S3 request id: 16 random hex digits, upper case, as S3's. */
 function newRequestId(): string {
-  return randomBytes(8).toString('hex').toUpperCase();
+  if (idOffset + 8 > idPool.length) {
+    randomFillSync(idPool);
+    idOffset = 0;
+  }
+  idOffset += 8;
+  return idPool.toString('hex', idOffset - 8, idOffset).toUpperCase();
 }
 
 const UTF8 = new TextDecoder('utf-8', { fatal: true });
