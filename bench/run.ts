@@ -285,6 +285,8 @@ const s3Urls = new WeakMap<ManagedProcess, string>();
 function serviceEnv(dir: string, port: number, databaseUrl: string, s3Port = 0): Record<string, string> {
   return {
     FILES_REST_S3_PORT: s3Port ? String(s3Port) : 'off',
+    // S3 parts from 1 MiB: quick mode's W5 parts are 4 MiB (S3's own minimum is 5 MiB).
+    FILES_REST_S3_MULTIPART_MIN_PART_SIZE: String(MiB),
     FILES_REST_SERVER_KEY: SERVER_KEY,
     PATH: process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin',
     HOME: process.env.HOME ?? dir,
@@ -630,7 +632,7 @@ async function runSection(db: DbKind, o: Options, p: Params, stamp: string): Pro
       figures['W5.peakRssMB'] = Math.max(...runs.map((r) => r.usage.peakRssMB));
       usage.W5 = withCost(runs[runs.length - 1]!.usage, { bytes: p.bigSize });
       details.W5 = runs;
-      await runW5S3(db, dir, databaseUrl, p, pattern, expectedMd5, { figures, details, usage });
+      await runW5S3(db, svc, p, pattern, expectedMd5, { figures, details, usage });
     }
   }
 
@@ -878,29 +880,22 @@ async function runSection(db: DbKind, o: Options, p: Params, stamp: string): Pro
 
 /**
  * W5 through the S3 door: the same object in the same parts, 4 in flight, as raw S3 calls
- * (CreateMultipartUpload, UploadPart, CompleteMultipartUpload; anonymous under allow-all), on a
- * files-rest process of its own with the S3 listener on, over the section's database.
+ * (CreateMultipartUpload, UploadPart, CompleteMultipartUpload; anonymous under allow-all), on the
+ * same files-rest process as the REST door's W5, right after it.
  */
 async function runW5S3(
   db: DbKind,
-  dir: string,
-  databaseUrl: string,
+  svc: ManagedProcess,
   p: Params,
   pattern: Buffer,
   expectedMd5: string,
   out: { figures: Record<string, number>; details: Record<string, unknown>; usage: Record<string, Usage> },
 ): Promise<void> {
-  const { proc: svc, secondPort: s3Port } = await startOnFreePorts(
-    'files-rest-s3',
-    (port, s3Port) => ({
-      args: [join(APP, 'bin', 'files-rest.js'), 'serve'],
-      env: { ...serviceEnv(dir, port, databaseUrl), FILES_REST_S3_PORT: String(s3Port), FILES_REST_S3_MULTIPART_MIN_PART_SIZE: String(MiB) },
-    }),
-    { cwd: APP, logFile: join(dir, 'files-rest-s3.log'), path: '/readyz' },
-  );
-  cleanups.push(() => svc.stop());
+  // The same process as the REST door's W5, right after it: the two doors compared on equal terms.
+  const s3Url = s3Urls.get(svc);
+  if (!s3Url) throw new Error('W5-S3: the service has no S3 door');
   const rest = new HttpClient(svc.url, 4);
-  const s3 = new HttpClient(`http://127.0.0.1:${s3Port}`, p.partsInFlight + 1);
+  const s3 = new HttpClient(s3Url, p.partsInFlight + 1);
   cleanups.push(() => rest.close());
   cleanups.push(() => s3.close());
   const bucket = await createBucket(rest);
@@ -941,7 +936,6 @@ async function runW5S3(
   out.figures['W5S3.lastPartToUsableS'] = median(runs.map((r) => r.lastPartToUsableS));
   out.usage['W5 S3'] = withCost(runs[runs.length - 1]!.usage, { bytes: p.bigSize });
   out.details.W5S3 = runs;
-  await svc.stop();
 }
 
 async function pgSettings(url: string): Promise<Record<string, string>> {
