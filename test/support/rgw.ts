@@ -8,7 +8,6 @@
 import { spawn, execFile, type ChildProcess } from 'node:child_process';
 import { accessSync, constants, readFileSync, rmSync } from 'node:fs';
 import { mkdtemp, mkdir, writeFile } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { randomBytes, randomUUID } from 'node:crypto';
@@ -16,6 +15,7 @@ import { CreateBucketCommand } from '@aws-sdk/client-s3';
 import { loadConfig } from '../../src/config.js';
 import { createS3Client } from '../../src/storage/s3/s3-backend.js';
 import type { TestS3 } from './s3.js';
+import { freePort } from './system.js';
 
 /** How long the cluster may take to answer S3 requests before the tests that need it skip. */
 const START_BOUND_MS = Number(process.env.TEST_RGW_START_TIMEOUT_MS ?? 90_000);
@@ -35,17 +35,6 @@ function findBinary(name: string): string | null {
     }
   }
   return null;
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const a = srv.address();
-      srv.close(() => (typeof a === 'object' && a ? resolve(a.port) : reject(new Error('no port'))));
-    });
-  });
 }
 
 function run(bin: string, args: string[], timeoutMs: number): Promise<string> {
