@@ -247,7 +247,7 @@ export function adminCommands(program: Command, withCore: WithCore): void {
         const due = await filesToVerify(core.ctx, { all: !!o.all, olderThanDays: days });
         if (!o.wait) {
           await core.ctx.db.transaction().execute(async (tx) => {
-            for (const f of due) await core.queue.enqueue(tx, 'verify-checksum', { fileId: f.id }, { maxAttempts: 3 });
+            for (const f of due) await core.queue.enqueue(tx, 'verify-checksum', { fileId: f.id });
           });
           out.print(`queued ${due.length} integrity check(s)`, { queued: due.length });
           return;

@@ -142,7 +142,7 @@ export async function scheduleVerification(ctx: DomainContext): Promise<number> 
   const due = await filesToVerify(ctx, { all: true, limit: share, maxBytes: config.checksumVerifyMaxBytes });
   if (due.length === 0) return 0;
   await ctx.db.transaction().execute(async (tx) => {
-    for (const f of due) await ctx.queue.enqueue(tx, 'verify-checksum', { fileId: f.id }, { maxAttempts: 3 });
+    for (const f of due) await ctx.queue.enqueue(tx, 'verify-checksum', { fileId: f.id });
   });
   ctx.queue.wake();
   return due.length;

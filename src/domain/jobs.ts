@@ -39,6 +39,21 @@ export interface JobPayloads {
 
 export type PeriodicPayload = Record<string, never>;
 
+/**
+ * How many times a job is tried before it ends as `failed`, where it is not the queue's default (8).
+ * Retries back off 2 s, 4 s, 8 s … up to 10 minutes (src/tasks/queue.ts), so 10 attempts span about
+ * 17 minutes: a storage outage of that length (a gateway restarting, a network cut) delays copies
+ * and checks, it does not fail them. A caller's `maxAttempts` wins.
+ */
+export const JOB_ATTEMPTS: Partial<Record<JobName, number>> = {
+  'complete-multipart': 5,
+  'migrate-file': 5,
+  'replicate-file': 10,
+  'repair-copy': 10,
+  'verify-checksum': 10,
+  'deliver-webhook': 10,
+};
+
 /** A job name of a catalogue (the service's by default). */
 export type JobName<M extends object = JobPayloads> = keyof M & string;
 

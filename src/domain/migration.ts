@@ -130,7 +130,7 @@ export async function queueMigration(ctx: DomainContext, locationName: string, o
     const rows = await q.execute();
     if (rows.length === 0) break;
     await transaction(ctx.db, async (tx) => {
-      for (const r of rows) await ctx.queue.enqueue(tx, 'migrate-file', { fileId: r.id, location: locationName }, { maxAttempts: 5 });
+      for (const r of rows) await ctx.queue.enqueue(tx, 'migrate-file', { fileId: r.id, location: locationName });
     });
     queued += rows.length;
     after = rows[rows.length - 1]!.id;

@@ -17,7 +17,7 @@ import { validateKey } from './keys.js';
 import { checkSize } from './limits.js';
 import { getLocationById } from './locations.js';
 import { chooseMimetype } from './mimetype.js';
-import { commitNewVersion, findHead, findVersion } from './objects.js';
+import { commitNewVersion, findHead, findVersion, waitForCopies } from './objects.js';
 import { checkPrecondition, hasPrecondition, type Precondition } from './preconditions.js';
 import type { ObjectVersion } from './models.js';
 import type { JobPayloads } from './jobs.js';
@@ -394,7 +394,7 @@ export async function requestCompletion(ctx: DomainContext, u: MultipartUpload, 
     await assertNoPartInProgress(tx, u.id);
     if (hasPrecondition(precondition)) checkPrecondition(await findHead(tx, u.bucketId, u.key), precondition);
     const payload: CompletionTask = hasPrecondition(precondition) ? { uploadId: u.id, precondition } : { uploadId: u.id };
-    await ctx.queue.enqueue(tx, 'complete-multipart', payload, { maxAttempts: 5 });
+    await ctx.queue.enqueue(tx, 'complete-multipart', payload);
   });
   ctx.queue.wake();
   // Without an in-process worker the merge runs in another process, which cannot use this digest.
@@ -461,6 +461,18 @@ export async function completionStatus(db: Executor, u: MultipartUpload): Promis
     if (v) return { state: 'completed', version: v };
   }
   return { state: 'gone' };
+}
+
+/**
+ * What a client waiting for its completion is answered: `completionStatus`, and once the version
+ * exists, the copies FILES_REST_UPLOAD_WAIT_COPIES asks for are made first (COPIES_NOT_MADE when
+ * they cannot be: the version is stored, the worker makes the rest), as for a PUT. Both doors' waits
+ * call this.
+ */
+export async function completionOutcome(ctx: DomainContext, u: MultipartUpload): Promise<CompletionStatus> {
+  const st = await completionStatus(ctx.db, u);
+  if (st.state === 'completed') await waitForCopies(ctx, st.version);
+  return st;
 }
 
 /**

@@ -206,9 +206,11 @@ export async function commitNewVersion(
 /**
  * FILES_REST_UPLOAD_WAIT_COPIES: the upload makes `wanted` copies itself before it is acknowledged
  * (the worker's job finds them made). When they cannot be made, COPIES_NOT_MADE: the version is
- * stored and the worker keeps trying.
+ * stored and the worker keeps trying. Every way of making a version from uploaded bytes calls it
+ * after its commit: a PUT (here), a multipart completion (multipart.ts's `completionOutcome`, for
+ * both doors) and the last append of a tus upload (resumable.ts).
  */
-async function waitForCopies(ctx: DomainContext, version: ObjectVersion): Promise<void> {
+export async function waitForCopies(ctx: DomainContext, version: ObjectVersion): Promise<void> {
   if (ctx.config.uploadWaitCopies <= 1 || !version.fileId) return;
   const wanted = Math.min(ctx.config.uploadWaitCopies, await fileRequiredCopies(ctx, ctx.db, version.fileId));
   if (wanted <= 1) return;

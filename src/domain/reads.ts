@@ -234,7 +234,7 @@ export async function readFailed(ctx: DomainContext, file: FileInstance, copy: R
     if ((recentChecks.get(file.id) ?? 0) > now - 60_000) return;
     if (recentChecks.size > 10_000) recentChecks.clear();
     recentChecks.set(file.id, now);
-    await ctx.queue.enqueue(ctx.db, 'verify-checksum', { fileId: file.id }, { maxAttempts: 3 });
+    await ctx.queue.enqueue(ctx.db, 'verify-checksum', { fileId: file.id });
     ctx.queue.wake();
   } catch (err) {
     ctx.log.error({ err, fileId: file.id, uri: copy.uri }, 'could not record the failed read of a copy');

@@ -53,7 +53,7 @@ export class NoGoodCopyError extends Error {}
 
 /** Copies a file of a bucket with `required` > 1 lacks are made by the worker: queued in the caller's transaction. */
 export async function queueReplication(ctx: DomainContext, tx: Tx, fileId: string, required: number): Promise<void> {
-  if (required > 1) await ctx.queue.enqueue(tx, 'replicate-file', { fileId }, { maxAttempts: 10 });
+  if (required > 1) await ctx.queue.enqueue(tx, 'replicate-file', { fileId });
 }
 
 /** Copies the file instance requires: the largest policy among the buckets whose versions use it (snapshots share files). */
@@ -147,7 +147,7 @@ export async function recordCopyResult(
     } else if (!primary && r.ok && file.last_check === 0 && file.location_id && file.uri) {
       await swapFirstCopy(tx, r.fileId, { locationId: file.location_id, uri: file.uri, lastCheck: 0, lastCheckAt: file.last_check_at }, { location_id: r.locationId, uri: r.uri, last_check: 1, last_check_at: now }, now);
     }
-    if (!r.ok) await ctx.queue.enqueue(tx, 'repair-copy', { fileId: r.fileId, locationId: r.locationId }, { maxAttempts: 5 });
+    if (!r.ok) await ctx.queue.enqueue(tx, 'repair-copy', { fileId: r.fileId, locationId: r.locationId });
     return true;
   });
   if (recorded && !r.ok) {
@@ -458,7 +458,7 @@ export async function scheduleReplication(ctx: DomainContext, limit = 1000): Pro
   const todo = below.filter((f) => !pending.has(f.file_id));
   if (todo.length === 0) return 0;
   await transaction(ctx.db, async (tx) => {
-    for (const f of todo) await ctx.queue.enqueue(tx, 'replicate-file', { fileId: f.file_id }, { maxAttempts: 10 });
+    for (const f of todo) await ctx.queue.enqueue(tx, 'replicate-file', { fileId: f.file_id });
   });
   ctx.queue.wake();
   return todo.length;
@@ -608,7 +608,7 @@ export async function removeLocation(ctx: DomainContext, name: string): Promise<
     }
     const dropped = await tx.deleteFrom('file_copies').where('location_id', '=', loc.id).returning('file_id').execute();
     const files = [...new Set(dropped.map((d) => d.file_id))];
-    for (const f of files) await ctx.queue.enqueue(tx, 'replicate-file', { fileId: f }, { maxAttempts: 10 });
+    for (const f of files) await ctx.queue.enqueue(tx, 'replicate-file', { fileId: f });
     await tx.deleteFrom('locations').where('id', '=', loc.id).execute();
     return files.length;
   });

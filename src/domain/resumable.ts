@@ -17,7 +17,7 @@ import { checkSize, tightestLimit } from './limits.js';
 import { getLocationById } from './locations.js';
 import { chooseMimetype } from './mimetype.js';
 import type { Bucket, ObjectVersion } from './models.js';
-import { commitNewVersion } from './objects.js';
+import { commitNewVersion, waitForCopies } from './objects.js';
 
 /**
  * Resumable uploads (the tus door's domain): an upload is a row and its own file instance (a `files`
@@ -383,6 +383,8 @@ export async function finishResumable(ctx: DomainContext, u: ResumableUpload): P
     },
   );
   ctx.signals.send('file-uploaded', { obj: version });
+  // Committed: a failure here leaves the version stored (COPIES_NOT_MADE says so), as for a PUT.
+  await waitForCopies(ctx, version);
   return version;
 }
 

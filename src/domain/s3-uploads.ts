@@ -440,7 +440,7 @@ export async function requestS3Completion(
       .where('id', '=', u.id)
       .execute();
     const payload: CompletionTask = hasPrecondition(precondition) ? { uploadId: u.id, precondition } : { uploadId: u.id };
-    await ctx.queue.enqueue(tx, 'complete-multipart', payload, { maxAttempts: 5 });
+    await ctx.queue.enqueue(tx, 'complete-multipart', payload);
   });
   ctx.queue.wake();
   if (!ctx.config.worker) ctx.hasher?.forget(u.id);

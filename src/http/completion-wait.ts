@@ -1,7 +1,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { DomainContext } from '../domain/context.js';
-import { completionNews, completionStatus, type MultipartUpload } from '../domain/multipart.js';
-import { AppError } from '../errors.js';
+import { completionNews, completionOutcome, type CompletionStatus, type MultipartUpload } from '../domain/multipart.js';
+import { AppError, isAppError } from '../errors.js';
 import type { Links } from './links.js';
 import { sendJson } from './reply.js';
 import { multipartJson } from './serializers.js';
@@ -19,7 +19,15 @@ export async function answerCompletion(ctx: DomainContext, req: FastifyRequest, 
   let lastSpace = 0;
   let delay = 20;
   for (;;) {
-    const st = await completionStatus(ctx.db, u);
+    let st: CompletionStatus;
+    try {
+      st = await completionOutcome(ctx, u);
+    } catch (e) {
+      // The version exists but the copies this server waits for could not be made (COPIES_NOT_MADE).
+      if (!streaming || !isAppError(e)) throw e;
+      reply.raw.end(JSON.stringify({ status: e.status, message: e.message }));
+      return reply;
+    }
     if (st.state === 'refused') {
       // The precondition failed at the merge: another write made the head first.
       if (!streaming) throw st.refusal;

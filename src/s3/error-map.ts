@@ -53,6 +53,7 @@ const TABLE: Partial<Record<ErrorCode, [S3ErrorCode, string?]>> = {
   NO_DEFAULT_LOCATION: ['ServiceUnavailable', 'No default location is configured.'],
   RATE_LIMITED: ['SlowDown'],
   SERVER_KEY_REQUIRED: ['ServiceUnavailable'],
+  COPIES_NOT_MADE: ['ServiceUnavailable', 'The object was stored, but not every copy this server waits for (FILES_REST_UPLOAD_WAIT_COPIES) could be made; the worker makes the rest.'],
 };
 
 /** The S3 error for anything a handler threw. */

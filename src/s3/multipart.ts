@@ -4,7 +4,7 @@
  * here (XML, 1-based part numbers, ETags); the rules are the domain's (src/domain/s3-uploads.ts,
  * and the REST door's abort, expiry and merge in multipart.ts).
  */
-import { abortUpload, completionNews, completionStatus, getUploadInLiveBucket, type MultipartUpload } from '../domain/multipart.js';
+import { abortUpload, completionNews, completionOutcome, getUploadInLiveBucket, type MultipartUpload } from '../domain/multipart.js';
 import { createS3Upload, listS3Parts, listS3Uploads, requestS3Completion, S3_MAX_PART_NUMBER, uploadS3Part, type CompletedPart } from '../domain/s3-uploads.js';
 import { findHead, findVersion } from '../domain/objects.js';
 import type { Bucket, ObjectVersion } from '../domain/models.js';
@@ -165,7 +165,7 @@ export async function completeMultipartUploadOp(r: S3Request, bucket: Bucket): P
   const deadline = Date.now() + 600_000;
   let delay = 10;
   for (;;) {
-    const st = await completionStatus(r.ctx.db, completing);
+    const st = await completionOutcome(r.ctx, completing);
     if (st.state === 'completed') {
       const location = `${r.req.headers.host ? `http://${r.req.headers.host}` : ''}/${r.bucketName}/${r.key}`;
       sendXml(r, doc('CompleteMultipartUploadResult', el('Location', location) + el('Bucket', r.bucketName) + el('Key', r.key) + el('ETag', etag)), 200, {

@@ -4,7 +4,7 @@ import { transaction } from '../db/database.js';
 import type { Db, Dialect, Executor } from '../db/schema.js';
 import { getTask, listTasks, retryTask, toTask, type Task, type TaskState } from '../domain/tasks.js';
 import { nowMicros } from '../util/time.js';
-import type { EnqueueOptions, JobName, JobPayloads, JobQueue } from '../domain/jobs.js';
+import { JOB_ATTEMPTS, type EnqueueOptions, type JobName, type JobPayloads, type JobQueue } from '../domain/jobs.js';
 
 export type { Task, TaskState } from '../domain/tasks.js';
 
@@ -46,7 +46,7 @@ export class TaskQueue<M extends object = JobPayloads> implements JobQueue<M> {
         payload: JSON.stringify(payload ?? {}),
         state: 'queued',
         attempts: 0,
-        max_attempts: opts.maxAttempts ?? 8,
+        max_attempts: opts.maxAttempts ?? (JOB_ATTEMPTS as Record<string, number | undefined>)[name] ?? 8,
         run_at: opts.runAt ?? now,
         locked_by: null,
         locked_until: null,

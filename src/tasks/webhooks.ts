@@ -89,7 +89,7 @@ export function connectWebhooks(ctx: DomainContext): () => void {
     off.push(
       ctx.outbox.add(async (tx, event, details) => {
         if (!changes.includes(event)) return;
-        await ctx.queue.enqueue(tx, WEBHOOK_TASK, delivery(event, details), { maxAttempts: 10 });
+        await ctx.queue.enqueue(tx, WEBHOOK_TASK, delivery(event, details));
       }),
     );
     // Deliveries committed with their change: wake the worker once the change is committed.
@@ -98,7 +98,7 @@ export function connectWebhooks(ctx: DomainContext): () => void {
   if (webhookEvents.includes('file-downloaded')) {
     off.push(
       ctx.signals.connect('file-downloaded', async (_name, _sender, details) => {
-        await ctx.queue.enqueue(ctx.db, WEBHOOK_TASK, delivery('file-downloaded', details), { maxAttempts: 10 });
+        await ctx.queue.enqueue(ctx.db, WEBHOOK_TASK, delivery('file-downloaded', details));
         ctx.queue.wake();
       }),
     );
