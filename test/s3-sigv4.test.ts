@@ -280,6 +280,13 @@ describe('SigV4: header-signed requests from the AWS SDK', () => {
     }
     assert.equal(formatLongDate(new Date(Date.UTC(2026, 0, 5, 3, 4, 5))), '20260105T030405Z');
     assert.equal(parseLongDate('20260230T000000Z'), undefined);
+    // The last date parsed is kept: a repeat, an invalid text after a valid one, and alternation all answer right.
+    const a = '20261124T101112Z';
+    const b = '20261124T101113Z';
+    for (const text of [a, a, b, a, '20261124T101160Z', a, b, b]) {
+      const parsed = parseLongDate(text);
+      assert.equal(parsed?.getTime(), text.endsWith('60Z') ? undefined : Date.UTC(2026, 10, 24, 10, 11, Number(text.slice(13, 15))), text);
+    }
   });
 
   it('the Date header stands in for x-amz-date', async () => {
@@ -509,6 +516,13 @@ describe('SigV4: signing keys', () => {
     assert.ok(signingKey(SECRET, '20261124', 'us-east-1').equals(first));
     assert.notDeepEqual(signingKey(SECRET, '20261125', 'us-east-1'), first);
     assert.notDeepEqual(signingKey(`${SECRET}x`, '20261124', 'us-east-1'), first);
+    // The previous call's key is answered first: alternating requests each get their own key.
+    const other = hmac(hmac(hmac(hmac(`AWS4${SECRET}x`, '20261124'), 'eu-west-1'), 's3'), 'aws4_request');
+    for (let i = 0; i < 4; i++) {
+      assert.ok(signingKey(SECRET, '20261124', 'us-east-1').equals(byHand));
+      assert.ok(signingKey(SECRET, '20261124', 'us-east-1').equals(byHand));
+      assert.ok(signingKey(`${SECRET}x`, '20261124', 'eu-west-1').equals(other));
+    }
   });
 });
 

@@ -18,6 +18,16 @@ const cache = new Map<string, Buffer>();
  * Cached per (secret, date, region), the least recently used of 64 dropped first.
  */
 export function signingKey(secret: string, shortDate: string, region: string): Buffer {
+  // The key of the previous request first: a client signs many requests with one key in a day.
+  if (last.secret === secret && last.shortDate === shortDate && last.region === region) return last.key;
+  const key = cachedSigningKey(secret, shortDate, region);
+  last = { secret, shortDate, region, key };
+  return key;
+}
+
+let last: { secret: string; shortDate: string; region: string; key: Buffer } = { secret: '', shortDate: '', region: '', key: Buffer.alloc(0) };
+
+function cachedSigningKey(secret: string, shortDate: string, region: string): Buffer {
   const id = `${shortDate}\n${region}\n${secret}`;
   const hit = cache.get(id);
   if (hit) {

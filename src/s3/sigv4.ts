@@ -18,6 +18,7 @@
  * // auth.payload says how the body is framed and checked (see chunked.ts for the STREAMING-* ones)
  * ```
  */
+import * as crypto from 'node:crypto';
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { S3Error } from './errors.js';
 import { hmacSha256, signingKey } from './signing-key.js';
@@ -127,8 +128,12 @@ const LONG_DATE = /^(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})(\d{2})Z$/;
  */
 export function canonicalUri(rawPath: string): string {
   if (rawPath === '') return '/';
+  // Only unreserved characters and `/`: already canonical (the common case).
+  if (PLAIN_PATH.test(rawPath)) return rawPath;
   return rawPath.split('/').map(canonicalizeComponent).join('/');
 }
+
+const PLAIN_PATH = /^[A-Za-z0-9._~/-]*$/;
 
 /** One `name=value` pair of a query string as sent (`value` is `''` for a bare `name`). */
 interface RawParam {
@@ -188,8 +193,14 @@ const NEEDS_TRIM = /[\r\n\t]|  |^ | $/;
 
 /** The SigV4 string to sign for a canonical request. */
 export function stringToSign(longDate: string, scope: string, canonicalRequest: string): string {
-  const hash = createHash('sha256').update(canonicalRequest, 'utf8').digest('hex');
-  return `${ALGORITHM}\n${longDate}\n${scope}\n${hash}`;
+  return `${ALGORITHM}\n${longDate}\n${scope}\n${sha256Hex(canonicalRequest)}`;
+}
+
+/** Node's one-shot digest (22, and 20.12+): no Hash object per request. */
+const oneShotHash = (crypto as { hash?: (algorithm: string, data: string, encoding: 'hex') => string }).hash;
+
+function sha256Hex(text: string): string {
+  return oneShotHash ? oneShotHash('sha256', text, 'hex') : createHash('sha256').update(text, 'utf8').digest('hex');
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -199,13 +210,14 @@ type Headers = Map<string, string[]>;
 
 function normalizeHeaders(headers: Readonly<Record<string, HeaderValue>>): Headers {
   const out: Headers = new Map();
-  for (const [name, value] of Object.entries(headers)) {
+  for (const name in headers) {
+    const value = headers[name];
     if (value === undefined) continue;
     const key = name.toLowerCase();
-    const list = out.get(key) ?? [];
-    if (typeof value === 'string') list.push(value);
+    const list = out.get(key);
+    if (list === undefined) out.set(key, typeof value === 'string' ? [value] : [...value]);
+    else if (typeof value === 'string') list.push(value);
     else list.push(...value);
-    out.set(key, list);
   }
   return out;
 }
@@ -217,6 +229,16 @@ function single(headers: Headers, name: string): string | undefined {
 
 /** Parses `YYYYMMDDTHHMMSSZ`, or returns undefined. */
 export function parseLongDate(text: string): Date | undefined {
+  // Requests of one second share their date: the last one parsed is kept.
+  if (text === lastLongDate.text) return new Date(lastLongDate.ms);
+  const date = parseLongDateUncached(text);
+  if (date) lastLongDate = { text, ms: date.getTime() };
+  return date;
+}
+
+let lastLongDate = { text: '', ms: 0 };
+
+function parseLongDateUncached(text: string): Date | undefined {
   const m = LONG_DATE.exec(text);
   if (!m) return undefined;
   const [y, mo, d, h, mi, s] = m.slice(1).map(Number) as [number, number, number, number, number, number];
