@@ -34,6 +34,8 @@ export interface PutObjectInput {
   /** A door's own checks (see `receive`): more digests, observers of every byte, and a check before the commit. */
   extraDigests?: readonly DigestAlgorithm[];
   observers?: readonly ByteObserver[];
+  /** Stages between the source and the meter: a door's decoder of its body framing (S3's aws-chunked). */
+  through?: NodeJS.ReadWriteStream[];
   verify?: (meter: ByteMeter) => void | Promise<void>;
   signal?: AbortSignal;
   /** If-Match / If-None-Match: checked before the body is read and again atomically with the head flip. */
@@ -86,6 +88,7 @@ export async function putObject(ctx: DomainContext, input: PutObjectInput): Prom
     expectedDigests: input.expectedDigests,
     extraDigests: input.extraDigests,
     observers: input.observers,
+    through: input.through,
     verify: input.verify,
     signal: input.signal,
   });

@@ -144,6 +144,8 @@ export async function uploadS3Part(
     /** The door's own checks (see `receive`): more digests, observers of every byte, and a check before the part is recorded. */
     extraDigests?: readonly import('./byte-meter.js').DigestAlgorithm[];
     observers?: readonly import('./byte-meter.js').ByteObserver[];
+    /** Stages between the source and the meter: the door's decoder of its body framing (aws-chunked). */
+    through?: NodeJS.ReadWriteStream[];
     verify?: (meter: ByteMeter) => void | Promise<void>;
   },
 ): Promise<Part> {
@@ -189,6 +191,7 @@ export async function uploadS3Part(
       expectedDigests: input.expectedDigests,
       extraDigests: input.extraDigests,
       observers: input.observers,
+      through: input.through,
       verify: input.verify,
       signal: input.signal ? AbortSignal.any([input.signal, claim.lost]) : claim.lost,
     });

@@ -67,7 +67,9 @@ export async function uploadPartOp(r: S3Request, bucket: Bucket): Promise<void> 
     part = await uploadS3Part(r.ctx, u, {
       partNumber,
       size: payload.declaredSize,
-      source: payload.stream,
+      source: payload.source,
+      through: payload.through,
+      observers: payload.observers,
       signal: abort.signal,
       expectedDigests: payload.expectedDigests,
       verify: () => payload.verify(),

@@ -97,7 +97,9 @@ export async function putObjectOp(r: S3Request, bucket: Bucket): Promise<void> {
     version = await putObject(r.ctx, {
       bucketId: bucket.id,
       key: r.key,
-      source: payload.stream,
+      source: payload.source,
+      through: payload.through,
+      observers: payload.observers,
       declaredSize: payload.declaredSize,
       contentType: header(r, 'content-type'),
       expectedDigests: payload.expectedDigests,
