@@ -25,44 +25,6 @@ export function toBucket(r: Selectable<BucketTable>): Bucket {
   };
 }
 
-/** A bucket's columns under `b_` names, for a statement that also selects a version's. */
-export const BUCKET_COLUMNS_AS_B = [
-  'buckets.id as b_id',
-  'buckets.default_location as b_default_location',
-  'buckets.default_storage_class as b_default_storage_class',
-  'buckets.size as b_size',
-  'buckets.reserved_size as b_reserved_size',
-  'buckets.quota_size as b_quota_size',
-  'buckets.max_file_size as b_max_file_size',
-  'buckets.name as b_name',
-  'buckets.public_read as b_public_read',
-  'buckets.copies as b_copies',
-  'buckets.locked as b_locked',
-  'buckets.deleted as b_deleted',
-  'buckets.created as b_created',
-  'buckets.updated as b_updated',
-] as const;
-
-/** The bucket of a row selected with {@link BUCKET_COLUMNS_AS_B}. */
-export function toAliasedBucket(r: { [K in keyof Selectable<BucketTable> as `b_${K & string}`]: Selectable<BucketTable>[K] }): Bucket {
-  return toBucket({
-    id: r.b_id,
-    default_location: r.b_default_location,
-    default_storage_class: r.b_default_storage_class,
-    size: r.b_size,
-    reserved_size: r.b_reserved_size,
-    quota_size: r.b_quota_size,
-    max_file_size: r.b_max_file_size,
-    name: r.b_name,
-    public_read: r.b_public_read,
-    copies: r.b_copies,
-    locked: r.b_locked,
-    deleted: r.b_deleted,
-    created: r.b_created,
-    updated: r.b_updated,
-  });
-}
-
 export function toFile(r: Selectable<FileInstanceTable>): FileInstance {
   return {
     id: r.id,

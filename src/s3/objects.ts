@@ -155,7 +155,7 @@ function dateSeconds(text: string | undefined): number | null {
 /** GetObject and HeadObject. */
 export async function getObjectOp(
   r: S3Request,
-  bucket: Bucket,
+  bucket: Pick<Bucket, 'id'>,
   /** The head and its metadata when the caller read them with the bucket (null: the key has no versions). */
   prefetchedHead?: { version: ObjectVersion; metadata: Record<string, string> | null } | null,
 ): Promise<void> {
