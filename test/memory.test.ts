@@ -11,10 +11,11 @@ const MiB = 1024 * 1024;
 const GiB = 1024 * MiB;
 /**
  * Node.js 24 holds more: the same server peaks 10-30 MB higher in these two tests (measured here on
- * 24.21: 154-177 MB and 211-221 MB, against under 150 and 200 on Node 20), with a higher idle
+ * 24.21: 154-181 MB and 211-242 MB, against 136-152 and under 200 on Node 20), with a higher idle
  * footprint (105 against 99 MB) and more memory between collections while streaming; smaller V8
- * semi-spaces did not bring it down. The bounds on Node 20 and 22 are unchanged; on 24 they are
- * 40 MB higher, and the README says so (Performance).
+ * semi-spaces did not bring it down. On 24 the bounds are 60 MB higher (a CI run of 2026-11-24
+ * measured 242 MB in the multipart test, over the 40 MB allowed before), and the README says so
+ * (Performance).
  *
  * The 1 GiB bound is 160 MB: a fresh clone's CI run on Node 20 and PostgreSQL measured 152 MB
  * (2026-11-24; runs before it stayed under 150). What an upload adds over the idle server is mostly
@@ -22,7 +23,7 @@ const GiB = 1024 * MiB;
  * MB measured, README), so the peak varies by that much from run to run. A body that buffered with
  * the file's size would pass 1 GB, far beyond either bound. Each run prints its peak.
  */
-const NODE24_EXTRA = Number(process.versions.node.split('.')[0]) >= 24 ? 40 * MiB : 0;
+const NODE24_EXTRA = Number(process.versions.node.split('.')[0]) >= 24 ? 60 * MiB : 0;
 
 /** A pattern stream that also computes the MD5 of what it emits. */
 function hashedPattern(size: number, seed: number) {
@@ -64,7 +65,7 @@ describe('Streaming: memory does not grow with the file size', () => {
     assert.ok(peak < 160 * MiB + NODE24_EXTRA, `peak RSS ${Math.round(peak / MiB)} MiB`);
   });
 
-  it('a 2 GiB multipart upload in 64 MiB parts, 4 at a time and out of order, stays under 200 MB and downloads byte-identical', async () => {
+  it('a 2 GiB multipart upload in 64 MiB parts, 4 at a time and out of order, stays under 200 MB and downloads byte-identical', async (t) => {
     const id = await createBucket(p.files);
     const size = 2 * GiB;
     const partSize = 64 * MiB;
@@ -104,6 +105,7 @@ describe('Streaming: memory does not grow with the file size', () => {
     const listed = await req(`${p.files}/${id}`);
     assert.equal(listed.json.contents[0].checksum, `md5:${d.md5}`);
     const peak = p.peakRss();
+    t.diagnostic(`peak RSS ${Math.round(peak / MiB)} MiB`);
     assert.ok(peak < 200 * MiB + NODE24_EXTRA, `peak RSS ${Math.round(peak / MiB)} MiB`);
   });
 });
