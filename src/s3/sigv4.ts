@@ -19,7 +19,7 @@
  * ```
  */
 import * as crypto from 'node:crypto';
-import { createHash, timingSafeEqual } from 'node:crypto';
+import { timingSafeEqual } from 'node:crypto';
 import { S3Error } from './errors.js';
 import { hmacSha256, signingKey } from './signing-key.js';
 import { canonicalizeComponent } from './uri.js';
@@ -196,11 +196,14 @@ export function stringToSign(longDate: string, scope: string, canonicalRequest: 
   return `${ALGORITHM}\n${longDate}\n${scope}\n${sha256Hex(canonicalRequest)}`;
 }
 
-/** Node's one-shot digest (22, and 20.12+): no Hash object per request. */
-const oneShotHash = (crypto as { hash?: (algorithm: string, data: string, encoding: 'hex') => string }).hash;
+/**
+ * Node's one-shot digest, in every Node this runs on (20.12+, 22, 24): no Hash object per request.
+ * Typed here because the installed @types/node predates it.
+ */
+const oneShotHash = (crypto as unknown as { hash: (algorithm: string, data: string, encoding: 'hex') => string }).hash;
 
 function sha256Hex(text: string): string {
-  return oneShotHash ? oneShotHash('sha256', text, 'hex') : createHash('sha256').update(text, 'utf8').digest('hex');
+  return oneShotHash('sha256', text, 'hex');
 }
 
 // ---------------------------------------------------------------------------------------------
