@@ -67,6 +67,8 @@ export interface Config {
   readonly sqliteDriver: 'better-sqlite3' | 'node';
   /** Milliseconds a PostgreSQL statement may run (0: no limit); a query without an answer for 5 s more fails too. */
   readonly dbStatementTimeout: number;
+  /** PostgreSQL: the hot queries as named prepared statements (off for a pooler that cannot keep them, such as PgBouncer before 1.21 in transaction mode). */
+  readonly dbPreparedStatements: boolean;
   /** Milliseconds to wait for a PostgreSQL connection (a new one, or a free one when the pool is busy). */
   readonly dbConnectTimeout: number;
   /** Serve Prometheus metrics at /metrics (server root). */
@@ -154,7 +156,7 @@ const KNOWN = new Set([
   'FILES_REST_XSENDFILE_ENABLED', 'FILES_REST_STORAGE_FACTORY', 'FILES_REST_STORAGE_PATH_SPLIT_LENGTH',
   'FILES_REST_STORAGE_PATH_DIMENSIONS', 'FILES_REST_ALLOW_RANGE_REQUESTS',
   'FILES_REST_MULTIPART_ABORT_ON_PART_FAILURE', 'FILES_REST_SHUTDOWN_GRACE', 'FILES_REST_BODY_IDLE_TIMEOUT', 'FILES_REST_TASK_POLL_INTERVAL', 'FILES_REST_TASK_LEASE',
-  'FILES_REST_DB_POOL_SIZE', 'FILES_REST_DB_STATEMENT_TIMEOUT', 'FILES_REST_SQLITE_MMAP_SIZE', 'FILES_REST_SQLITE_DRIVER', 'FILES_REST_DB_CONNECT_TIMEOUT', 'FILES_REST_METRICS',
+  'FILES_REST_DB_POOL_SIZE', 'FILES_REST_DB_STATEMENT_TIMEOUT', 'FILES_REST_SQLITE_MMAP_SIZE', 'FILES_REST_SQLITE_DRIVER', 'FILES_REST_DB_CONNECT_TIMEOUT', 'FILES_REST_DB_PREPARED_STATEMENTS', 'FILES_REST_METRICS',
   'FILES_REST_MIGRATION_BYTES_PER_SECOND', 'FILES_REST_MIGRATION_GRACE', 'FILES_REST_CHECKSUM_VERIFY_PERIOD',
   'FILES_REST_CHECKSUM_VERIFY_INTERVAL', 'FILES_REST_CHECKSUM_VERIFY_MAX_FILES', 'FILES_REST_CHECKSUM_VERIFY_MAX_BYTES',
   'FILES_REST_SERVE_CORRUPTED_FILES',
@@ -434,6 +436,7 @@ export function loadConfig(env: Env = process.env): Config {
     bodyIdleTimeout: decimal(env, 'FILES_REST_BODY_IDLE_TIMEOUT', 30),
     dbPoolSize: requiredInteger(env, 'FILES_REST_DB_POOL_SIZE', 10, { min: 1, max: 1000 }),
     dbStatementTimeout: requiredInteger(env, 'FILES_REST_DB_STATEMENT_TIMEOUT', 30_000, { min: 0 }),
+    dbPreparedStatements: flag(env, 'FILES_REST_DB_PREPARED_STATEMENTS', true),
     dbConnectTimeout: requiredInteger(env, 'FILES_REST_DB_CONNECT_TIMEOUT', 5_000, { min: 1 }),
     sqliteMmapSize: requiredInteger(env, 'FILES_REST_SQLITE_MMAP_SIZE', 1024 ** 3, { min: 0 }),
     sqliteDriver: sqliteDriverSetting(env),

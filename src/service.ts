@@ -41,6 +41,7 @@ async function openDatabaseFor(config: Config, create: boolean): Promise<Databas
       poolSize: config.dbPoolSize,
       statementTimeout: config.dbStatementTimeout,
       connectTimeout: config.dbConnectTimeout,
+      namedStatements: config.dbPreparedStatements,
       sqliteMmapSize: config.sqliteMmapSize,
       sqliteDriver: config.sqliteDriver,
       mustExist: !create,

@@ -7,6 +7,9 @@ import { sql } from 'kysely';
 import { openDatabase, transaction, walDurability, type DatabaseHandle, type WalDurability } from '../src/db/database.js';
 import { migrateToLatest } from '../src/db/migrations.js';
 import { loadConfig } from '../src/config.js';
+import { randomUUID } from 'node:crypto';
+import { findBucket } from '../src/domain/buckets.js';
+import { createPgDatabase, testDatabase } from './support/server.js';
 
 /** TEST_SQLITE_DRIVER=node runs these tests on node:sqlite. */
 function testDriver(): 'better-sqlite3' | 'node' {
@@ -148,5 +151,44 @@ describe('SQLite commits are flushed before they are acknowledged', () => {
     wal = walDurability(h.db)!;
     const n = await h.db.selectFrom('locations').select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow();
     assert.equal(Number(n.n), 20 + 2 + 2);
+  });
+});
+
+describe('PostgreSQL: the hot queries are named prepared statements', () => {
+  const onPostgres = testDatabase() === 'postgres';
+  const skip = onPostgres ? false : 'runs in the PostgreSQL pass (TEST_DATABASE=postgres)';
+  let pg: { url: string; drop: () => Promise<void> } | null = null;
+  before(async () => {
+    if (onPostgres) pg = await createPgDatabase();
+  });
+  after(async () => {
+    await pg?.drop();
+  });
+
+  /** Runs findBucket three times on a pool of one connection and returns that connection's prepared statements. */
+  async function preparedOnConnection(namedStatements: boolean): Promise<{ name: string; statement: string }[]> {
+    const h = await openDatabase(pg!.url, { poolSize: 1, namedStatements });
+    try {
+      await migrateToLatest(h.db, h.dialect);
+      // No such bucket: the statement runs all the same.
+      for (let i = 0; i < 3; i++) assert.equal(await findBucket(h.db, randomUUID()), null);
+      const r = await sql<{ name: string; statement: string }>`select name, statement from pg_prepared_statements`.execute(h.db);
+      return r.rows;
+    } finally {
+      await h.close();
+    }
+  }
+
+  it('a bucket read is parsed once on its connection and reused by name', { skip }, async () => {
+    const statements = await preparedOnConnection(true);
+    const mine = statements.filter((s) => s.name.startsWith('files_rest_'));
+    assert.ok(mine.some((s) => /from "buckets" where "id" = \$1/.test(s.statement)), JSON.stringify(statements));
+  });
+
+  it('FILES_REST_DB_PREPARED_STATEMENTS=false sends no named statement', { skip }, async () => {
+    assert.equal(loadConfig({ FILES_REST_DB_PREPARED_STATEMENTS: 'false' }).dbPreparedStatements, false);
+    assert.equal(loadConfig({}).dbPreparedStatements, true);
+    const statements = await preparedOnConnection(false);
+    assert.deepEqual(statements.filter((s) => s.name.startsWith('files_rest_')), []);
   });
 });

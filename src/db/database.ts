@@ -13,6 +13,7 @@ import {
 } from 'kysely';
 import type { Database, Db, Dialect, Executor, Tx } from './schema.js';
 import { DatabaseMissingError } from './presence.js';
+import { statementName } from './prepared.js';
 import { openNodeSqlite, type SqliteStatement } from './node-sqlite.js';
 
 type SqliteDialectDatabase = NonNullable<ConstructorParameters<typeof SqliteDialect>[0]['database']>;
@@ -156,6 +157,8 @@ export interface DatabaseOptions {
   statementTimeout?: number;
   /** Milliseconds to wait for a connection (a new one, or a free one of a full pool). */
   connectTimeout?: number;
+  /** PostgreSQL: send the compiled hot queries as named prepared statements (default true). */
+  namedStatements?: boolean;
   /** SQLite: bytes of the database file read through a memory map (0: none). */
   sqliteMmapSize?: number;
   /** SQLite: the driver, better-sqlite3 (default) or Node's built-in node:sqlite. */
@@ -250,7 +253,7 @@ export async function openDatabase(url: string, opts: DatabaseOptions = {}): Pro
     ...(statementTimeout > 0 ? { query_timeout: statementTimeout + QUERY_TIMEOUT_MARGIN_MS } : {}),
     connectionTimeoutMillis: opts.connectTimeout ?? 5_000,
     keepAlive: true,
-    Client: BoundedClient(pg.default.Client),
+    Client: BoundedClient(pg.default.Client, opts.namedStatements ?? true),
     types: {
       getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
         oid === int8 ? (v: string) => Number(v) : pg.default.types.getTypeParser(oid, format)) as typeof pg.default.types.getTypeParser,
@@ -275,11 +278,19 @@ type PgClientClass = typeof import('pg').default.Client;
  * A pg Client that closes its connection when a query hits the client-side query_timeout: the
  * query may still be running (or lost) on that connection, so the connection cannot be reused.
  * Closing it makes the client unqueryable and the pool replaces it.
+ *
+ * With `named`, a query compiled once by `prepared()` goes out as a named prepared statement: pg
+ * parses it on the connection's first use and then sends only Bind and Execute, so PostgreSQL
+ * neither parses nor plans it again (it keeps a generic plan once that is as good as a custom one).
  */
-function BoundedClient(Base: PgClientClass): PgClientClass {
+function BoundedClient(Base: PgClientClass, named: boolean): PgClientClass {
   class Bounded extends Base {
     // eslint-disable-next-line @typescript-eslint/no-explicit-any
     override query(...args: any[]): any {
+      if (named && typeof args[0] === 'string' && Array.isArray(args[1]) && args.length === 2) {
+        const name = statementName(args[0]);
+        if (name !== undefined) args = [{ name, text: args[0], values: args[1] }];
+      }
       // eslint-disable-next-line @typescript-eslint/no-explicit-any
       const result = (Base.prototype.query as (...a: any[]) => any).apply(this, args);
       if (result && typeof (result as Promise<unknown>).then === 'function') {

@@ -2,6 +2,19 @@ import type { Compilable, CompiledQuery } from 'kysely';
 import type { Executor } from './schema.js';
 
 /**
+ * The SQL texts of the queries compiled here, each with a statement name. On PostgreSQL the pool's
+ * clients send these as named prepared statements (database.ts): parsed and planned once per
+ * connection, then only bound and executed. The set is bounded: one text per query and dialect
+ * (a listing's shapes included), never one per set of arguments.
+ */
+const statementNames = new Map<string, string>();
+
+/** The prepared-statement name of a compiled query's text, or undefined for any other SQL. */
+export function statementName(sql: string): string | undefined {
+  return statementNames.get(sql);
+}
+
+/**
  * A query that is built and compiled once per database kind and then run with new parameters.
  *
  * Kysely builds and compiles every query anew; for the queries on the upload and download paths
@@ -34,6 +47,7 @@ export function prepared<A extends readonly unknown[], R>(build: (db: Executor, 
       }
       p = { compiled, slots };
       plans.set(adapter, p);
+      if (!statementNames.has(compiled.sql)) statementNames.set(compiled.sql, `files_rest_${statementNames.size + 1}`);
     }
     return p;
   }
