@@ -4,7 +4,8 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { sql } from 'kysely';
-import { openDatabase, transaction, walDurability, type DatabaseHandle, type WalDurability } from '../src/db/database.js';
+import { isUniqueViolation, openDatabase, transaction, walDurability, type DatabaseHandle, type WalDurability } from '../src/db/database.js';
+import type { Tx } from '../src/db/schema.js';
 import { migrateToLatest } from '../src/db/migrations.js';
 import { loadConfig } from '../src/config.js';
 import { randomUUID } from 'node:crypto';
@@ -190,5 +191,55 @@ describe('PostgreSQL: the hot queries are named prepared statements', () => {
     assert.equal(loadConfig({}).dbPreparedStatements, true);
     const statements = await preparedOnConnection(false);
     assert.deepEqual(statements.filter((s) => s.name.startsWith('files_rest_')), []);
+  });
+});
+
+describe('PostgreSQL: writes to one bucket are committed in groups', () => {
+  const skip = testDatabase() === 'postgres' ? false : 'runs in the PostgreSQL pass (TEST_DATABASE=postgres)';
+  let pg: { url: string; drop: () => Promise<void> } | null = null;
+  let h: DatabaseHandle;
+  before(async () => {
+    if (skip) return;
+    pg = await createPgDatabase();
+    h = await openDatabase(pg.url, {});
+    await migrateToLatest(h.db, h.dialect);
+    await sql`create table group_probe (n int primary key)`.execute(h.db);
+  });
+  after(async () => {
+    if (skip) return;
+    await h.close();
+    await pg?.drop();
+  });
+
+  /** The id of the real transaction a grouped one ran in. */
+  const txid = async (tx: Tx) => (await sql<{ id: string }>`select txid_current()::text as id`.execute(tx)).rows[0]!.id;
+
+  it('transactions of one bucket share one commit; each fails alone', { skip }, async () => {
+    const results = await Promise.allSettled(
+      Array.from({ length: 12 }, (_, i) =>
+        transaction(h.db, async (tx) => {
+          const id = await txid(tx);
+          // The 6th collides with the 5th (duplicate key): it alone is rolled back.
+          await sql`insert into group_probe (n) values (${i === 5 ? 4 : i})`.execute(tx);
+          return id;
+        }, { bucket: 'one-bucket' }),
+      ),
+    );
+    assert.deepEqual(results.map((r) => r.status), results.map((_, i) => (i === 5 ? 'rejected' : 'fulfilled')));
+    assert.ok(isUniqueViolation((results[5] as PromiseRejectedResult).reason));
+    const ids = new Set(results.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : [])));
+    assert.ok(ids.size <= 2, `12 transactions in ${ids.size} commits`);
+    const rows = (await sql<{ n: number }>`select n from group_probe order by n`.execute(h.db)).rows.map((r) => r.n);
+    assert.deepEqual(rows, [0, 1, 2, 3, 4, 6, 7, 8, 9, 10, 11]);
+  });
+
+  it('transactions of other buckets, or naming none, are not grouped with them', { skip }, async () => {
+    const ids = await Promise.all([
+      transaction(h.db, txid, { bucket: 'bucket-a' }),
+      transaction(h.db, txid, { bucket: 'bucket-b' }),
+      transaction(h.db, txid),
+      transaction(h.db, txid),
+    ]);
+    assert.equal(new Set(ids).size, 4);
   });
 });

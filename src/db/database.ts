@@ -268,6 +268,7 @@ export async function openDatabase(url: string, opts: DatabaseOptions = {}): Pro
     client.on('error', () => {});
   });
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+  bucketGroups.set(db, new BucketGroups(db));
   pools.set(db, () => ({ max, total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }));
   return { db, dialect: 'postgres', close: () => db.destroy() };
 }
@@ -313,11 +314,19 @@ const RETRYABLE_PG = new Set(['40001', '40P01']);
 /**
  * Runs `fn` in one transaction; retries a few times on PostgreSQL serialization failures and
  * deadlocks, which are the database telling us to try again.
+ *
+ * `bucket`: the transaction begins with that bucket's row lock (`lockBucketForWrite`). On
+ * PostgreSQL the transactions of one bucket are then committed in groups (GroupCommit), since the
+ * lock would make them commit one by one; on SQLite every transaction is grouped anyway.
  */
-export async function transaction<T>(db: Executor, fn: (tx: Tx) => Promise<T>): Promise<T> {
+export async function transaction<T>(db: Executor, fn: (tx: Tx) => Promise<T>, opts: { bucket?: string } = {}): Promise<T> {
   if (db.isTransaction) return fn(db as Tx);
   const group = groupCommits.get(db);
   if (group) return group.run(fn);
+  if (opts.bucket !== undefined) {
+    const groups = bucketGroups.get(db);
+    if (groups) return groups.run(opts.bucket, fn);
+  }
   for (let attempt = 1; ; attempt++) {
     try {
       return await (db as Db).transaction().execute(fn);
@@ -336,26 +345,59 @@ interface PendingTransaction {
   fn: (tx: Tx) => Promise<unknown>;
   resolve: (v: unknown) => void;
   reject: (e: unknown) => void;
+  /** PostgreSQL: the how-many-th run of this transaction (deadlocks and serialization failures are retried). */
+  attempt: number;
 }
 
 /**
- * Group commit for SQLite. SQLite has one writer and every commit waits for a flush of the WAL
- * (WalDurability): one commit per upload would cap a server at a few hundred uploads a second. Transactions that
- * arrive while one runs are executed one after another inside a single real transaction, each in a
- * savepoint of its own, so a transaction that fails is rolled back alone and reports its own error;
- * every caller is answered only after the shared commit, so an acknowledged change is durable.
- * SQLite already serialises transactions, so running them in sequence changes nothing else.
- * (PostgreSQL groups WAL flushes of concurrent commits by itself; this is SQLite only.)
+ * Group commit. Transactions that arrive while one runs are executed one after another inside a
+ * single real transaction, each in a savepoint of its own, so a transaction that fails is rolled
+ * back alone and reports its own error; every caller is answered only after the shared commit, so an
+ * acknowledged change is durable.
+ *
+ * - SQLite has one writer and every commit waits for a flush of the WAL (WalDurability): one commit
+ *   per upload would cap a server at a few hundred uploads a second. SQLite already serialises
+ *   transactions, so running them in sequence changes nothing else.
+ * - PostgreSQL would group the WAL flushes of concurrent commits by itself, but every write to a
+ *   bucket's objects holds the bucket's row lock until its commit (ledger.ts), so writers to one
+ *   bucket commit one by one, each waiting for its own flush (W3 on PostgreSQL: 300 uploads a
+ *   second). So the transactions that name their bucket (`transaction(db, fn, { bucket })`) are
+ *   grouped per bucket, and share one flush; a group holds one connection, and every other
+ *   transaction runs alone, as before. A group holds only its bucket's lock first, as each of its
+ *   transactions alone would, so groups of other processes wait for it rather than deadlock. An item that PostgreSQL fails as a deadlock or serialization
+ *   failure is run again in a later group, as `transaction` retries a lone one.
  */
 class GroupCommit {
   #pending: PendingTransaction[] = [];
   #running = false;
   #scheduled = false;
-  constructor(private readonly db: Db, private readonly durability: WalDurability, private readonly maxBatch = 256) {}
+  constructor(
+    private readonly db: Db,
+    private readonly durability: WalDurability | null,
+    private readonly maxBatch = 256,
+    /** Called when the last transaction given to this group has been answered. */
+    private readonly onIdle?: () => void,
+  ) {}
+  #unanswered = 0;
 
   run<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
     return new Promise<T>((resolve, reject) => {
-      this.#pending.push({ fn, resolve: resolve as (v: unknown) => void, reject });
+      this.#unanswered++;
+      const answered = () => {
+        if (--this.#unanswered === 0) this.onIdle?.();
+      };
+      this.#pending.push({
+        fn,
+        resolve: (v) => {
+          answered();
+          resolve(v as T);
+        },
+        reject: (e) => {
+          answered();
+          reject(e);
+        },
+        attempt: 1,
+      });
       this.#kick();
     });
   }
@@ -376,8 +418,8 @@ class GroupCommit {
     let failure: { error: unknown } | null = null;
     try {
       await this.db.transaction().execute(async (tx) => {
-        // This transaction's COMMIT is flushed below, once the connection is free for the next group.
-        this.durability.deferCommit = true;
+        // SQLite: this transaction's COMMIT is flushed below, once the connection is free for the next group.
+        if (this.durability) this.durability.deferCommit = true;
         if (batch.length === 1) {
           outcomes.push({ ok: true, value: await batch[0]!.fn(tx) });
           return;
@@ -399,15 +441,16 @@ class GroupCommit {
       // A lone transaction that threw (rolled back whole, as on its own), or a commit that failed.
       failure = { error: e };
     }
-    this.durability.deferCommit = false;
+    if (this.durability) this.durability.deferCommit = false;
     this.#running = false;
-    this.#kick();
     if (failure) {
-      for (const item of batch) item.reject(failure.error);
+      batch.forEach((item) => this.#fail(item, failure.error));
+      this.#kick();
       return;
     }
+    this.#kick();
     try {
-      await this.durability.sync();
+      await this.durability?.sync();
     } catch (e) {
       for (const item of batch) item.reject(e);
       return;
@@ -415,12 +458,42 @@ class GroupCommit {
     batch.forEach((item, i) => {
       const o = outcomes[i]!;
       if (o.ok) item.resolve(o.value);
-      else item.reject(o.error);
+      else this.#fail(item, o.error);
     });
+    this.#kick();
+  }
+
+  /** Rejects an item, or queues it again when PostgreSQL asks for a retry (as `transaction` does). */
+  #fail(item: PendingTransaction, error: unknown): void {
+    const code = (error as { code?: string }).code;
+    if (item.attempt < 5 && code && RETRYABLE_PG.has(code)) {
+      item.attempt++;
+      this.#pending.push(item);
+      return;
+    }
+    item.reject(error);
+  }
+}
+
+/** PostgreSQL: a GroupCommit per bucket with transactions waiting or running, dropped when it drains. */
+class BucketGroups {
+  readonly #groups = new Map<string, GroupCommit>();
+  constructor(private readonly db: Db) {}
+
+  run<T>(bucketId: string, fn: (tx: Tx) => Promise<T>): Promise<T> {
+    let g = this.#groups.get(bucketId);
+    if (!g) {
+      g = new GroupCommit(this.db, null, 256, () => {
+        if (this.#groups.get(bucketId) === g) this.#groups.delete(bucketId);
+      });
+      this.#groups.set(bucketId, g);
+    }
+    return g.run(fn);
   }
 }
 
 const groupCommits = new WeakMap<object, GroupCommit>();
+const bucketGroups = new WeakMap<object, BucketGroups>();
 const durabilities = new WeakMap<object, WalDurability>();
 
 /** The WAL flusher of a SQLite database opened by openDatabase; null on PostgreSQL. */

@@ -158,5 +158,5 @@ export async function deleteEmptyBucket(ctx: DomainContext, id: string): Promise
     const resumable = await tx.selectFrom('resumable_uploads').select('id').where('bucket_id', '=', bucket.id).limit(1).executeTakeFirst();
     if (version || upload || resumable) throw new AppError('BUCKET_NOT_EMPTY');
     await tx.updateTable('buckets').set({ deleted: 1, name: null, updated: nowMicros() }).where('id', '=', bucket.id).execute();
-  });
+  }, { bucket: id });
 }

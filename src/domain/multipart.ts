@@ -151,7 +151,7 @@ export async function initiateUpload(
           storage_ref: storageRef, hashed_bytes: 0, error: null, metadata: null, created: now, updated: now,
         })
         .execute();
-    });
+    }, { bucket: bucket.id });
   } catch (e) {
     await (backend.abortInitialized ? backend.abortInitialized(uri, storageRef) : backend.delete(uri)).catch(() => {});
     throw e;
@@ -395,7 +395,7 @@ export async function requestCompletion(ctx: DomainContext, u: MultipartUpload, 
     if (hasPrecondition(precondition)) checkPrecondition(await findHead(tx, u.bucketId, u.key), precondition);
     const payload: CompletionTask = hasPrecondition(precondition) ? { uploadId: u.id, precondition } : { uploadId: u.id };
     await ctx.queue.enqueue(tx, 'complete-multipart', payload);
-  });
+  }, { bucket: u.bucketId });
   ctx.queue.wake();
   // Without an in-process worker the merge runs in another process, which cannot use this digest.
   if (!ctx.config.worker) ctx.hasher?.forget(u.id);

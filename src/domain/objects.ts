@@ -201,7 +201,7 @@ export async function commitNewVersion(
     const version = (await findVersion(tx, bucket.id, input.key, versionId))!;
     await ctx.outbox?.record(tx, 'file-uploaded', { obj: version });
     return version;
-  });
+  }, { bucket: input.bucketId });
   if (required > 1) ctx.queue.wake();
   return version;
 }
@@ -389,7 +389,7 @@ export async function softDeleteObject(ctx: DomainContext, bucketId: string, key
     const deleted = { ...head, isHead: false };
     await ctx.outbox?.record(tx, 'file-deleted', { obj: deleted, kind: 'soft' });
     return { deleted, marker };
-  });
+  }, { bucket: bucketId });
   ctx.signals.send('file-deleted', { obj: result.deleted, kind: 'soft' });
   return result;
 }
@@ -416,7 +416,7 @@ export async function placeDeleteMarker(ctx: DomainContext, bucketId: string, ke
     const deleted = head && head.fileId !== null ? { ...head, isHead: false } : null;
     if (deleted) await ctx.outbox?.record(tx, 'file-deleted', { obj: deleted, kind: 'soft' });
     return { deleted, marker };
-  });
+  }, { bucket: bucketId });
   if (result.deleted) ctx.signals.send('file-deleted', { obj: result.deleted, kind: 'soft' });
   return result;
 }
@@ -465,7 +465,7 @@ export async function hardDeleteVersion(ctx: DomainContext, bucketId: string, ke
     }
     await ctx.outbox?.record(tx, 'file-deleted', { obj: v, kind: 'hard' });
     return v;
-  });
+  }, { bucket: bucketId });
   ctx.queue.wake();
   ctx.signals.send('file-deleted', { obj: removed, kind: 'hard' });
   return removed;

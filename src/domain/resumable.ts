@@ -127,7 +127,7 @@ export async function createResumable(
           metadata: input.metadata ?? null, writer: null, heartbeat: null, expires: expiresFrom(ctx, now), created: now, updated: now,
         })
         .execute();
-    });
+    }, { bucket: bucket.id });
   } catch (e) {
     await backend.delete(uri).catch(() => {});
     throw e;
@@ -232,7 +232,7 @@ async function declareLength(ctx: DomainContext, u: ResumableUpload, length: num
     if (Number(r.numUpdatedRows) !== 1) throw new AppError('UPLOAD_NOT_FOUND');
     await reserve(tx, b, length);
     await tx.updateTable('files').set({ size: length }).where('id', '=', u.fileId).execute();
-  });
+  }, { bucket: u.bucketId });
   return { ...u, length, reserved: length };
 }
 
@@ -405,7 +405,7 @@ export async function terminateResumable(ctx: DomainContext, u: ResumableUpload)
   await transaction(ctx.db, async (tx) => {
     await lockBucketForWrite(tx, u.bucketId);
     if ((await removeUpload(tx, ctx, u.id)) === null) throw new AppError('UPLOAD_NOT_FOUND');
-  });
+  }, { bucket: u.bucketId });
   forgetDigest(ctx, u.id);
   ctx.queue.wake();
 }

@@ -78,7 +78,7 @@ export async function createS3Upload(ctx: DomainContext, input: { bucketId: stri
           metadata: JSON.stringify(input.metadata), created: now, updated: now,
         })
         .execute();
-    });
+    }, { bucket: bucket.id });
   } catch (e) {
     await (backend.abortInitialized ? backend.abortInitialized(uri, storageRef) : backend.delete(uri)).catch(() => {});
     throw e;
@@ -124,7 +124,7 @@ async function reserve(ctx: DomainContext | { db: Executor }, u: MultipartUpload
     if (delta > 0) await reserveMore(tx, b, delta, Number(row.size));
     else await releaseReservation(tx, u.bucketId, -delta);
     await tx.updateTable('multipart_uploads').set({ size: sql`size + ${delta}` }).where('id', '=', u.id).execute();
-  });
+  }, { bucket: u.bucketId });
 }
 
 /**
@@ -220,7 +220,7 @@ export async function uploadS3Part(
         await releaseReservation(tx, u.bucketId, release);
         await tx.updateTable('multipart_uploads').set({ size: sql`size - ${release}` }).where('id', '=', u.id).execute();
       }
-    });
+    }, { bucket: u.bucketId });
   } catch (e) {
     await claim.release();
     await reserve(ctx, u, -input.size, false).catch(() => {});
@@ -444,7 +444,7 @@ export async function requestS3Completion(
       .execute();
     const payload: CompletionTask = hasPrecondition(precondition) ? { uploadId: u.id, precondition } : { uploadId: u.id };
     await ctx.queue.enqueue(tx, 'complete-multipart', payload);
-  });
+  }, { bucket: u.bucketId });
   ctx.queue.wake();
   if (!ctx.config.worker) ctx.hasher?.forget(u.id);
   return { upload: { ...u, state: 'completing', versionId }, etag };
