@@ -66,6 +66,7 @@ function newRequestId(): string {
 }
 
 const UTF8 = new TextDecoder('utf-8', { fatal: true });
+const NEEDS_DECODING = /[^\x21-\x24\x26-\x7e]/;
 
 /** Splits a wire path into the bucket name and the key, both decoded (UTF-8). */
 function splitPath(rawPath: string): { bucketName: string; key: string } {
@@ -74,6 +75,8 @@ function splitPath(rawPath: string): { bucketName: string; key: string } {
   const bucketPart = slash === -1 ? path : path.slice(0, slash);
   const keyPart = slash === -1 ? '' : path.slice(slash + 1);
   const decode = (s: string) => {
+    // Printable ASCII without a `%` decodes to itself.
+    if (!NEEDS_DECODING.test(s)) return s;
     const bytes = percentDecodeBytes(s);
     try {
       return UTF8.decode(bytes);
