@@ -119,8 +119,8 @@ function paramsFor(o: Options) {
     smallSize: 4096,
     inFlight: 32,
     loopMs: q ? 2000 : 20_000,
-    // Extra side-by-side pairs of half-length loops for the S3 door's W3/W4 ratios (see doorPairs).
-    doorPairs: 2,
+    // Extra side-by-side pairs of quarter-length loops for the S3 door's W3/W4 ratios (see pairShape).
+    doorPairs: q ? 2 : 8,
     warmupMs: q ? 300 : 2000,
     loopMaxOps: 2_000_000,
     w4Objects: 256,
@@ -467,6 +467,10 @@ async function runSection(db: DbKind, o: Options, p: Params, stamp: string): Pro
   /** Runs `fn` while watching the target's server (and PostgreSQL when it works for it). */
   const measure = <T>(t: Target, fn: () => Promise<T>) => watched(t.proc, fn, { db: t.db });
   const shape: LoopShape = { concurrency: p.inFlight, durationMs: p.loopMs, maxOps: p.loopMaxOps, warmupMs: p.warmupMs };
+  // The S3 door's extra W3/W4 pairs: short loops on connections already warm. On this kind of shared
+  // machine throughput drifts by ±30 % from one 5-second stretch to the next, as much for one door as
+  // for the other, so many short adjacent pairs (median of their ratios) say more than a few long ones.
+  const pairShape: LoopShape = { ...shape, durationMs: Math.round(shape.durationMs / 4), warmupMs: Math.min(shape.warmupMs, 500) };
   type Run = { mibps: number; usage: Usage };
   const bigRun = async (t: Target, transfer: () => Promise<number>): Promise<Run> => {
     const r = await measure(t, transfer);
@@ -676,8 +680,8 @@ async function runSection(db: DbKind, o: Options, p: Params, stamp: string): Pro
       // More side-by-side pairs, in alternating order, so that a slow patch of the disk's fsyncs
       // during one loop does not decide the ratio (as W1/W2's paired ratios).
       for (let i = 1; i <= p.doorPairs; i++) {
-        log(`[${db}] W3 pair ${i}/${p.doorPairs}: REST and the S3 door, ${shape.durationMs / 2000} s each`);
-        const sh = { ...shape, durationMs: Math.round(shape.durationMs / 2) };
+        log(`[${db}] W3 pair ${i}/${p.doorPairs}: REST and the S3 door, ${pairShape.durationMs / 1000} s each`);
+        const sh = pairShape;
         const runs: Record<string, number> = {};
         const order = i % 2 === 1 ? (['signed', 'unsigned', 'rest'] as const) : (['rest', 'unsigned', 'signed'] as const);
         for (const side of order) {
@@ -735,8 +739,8 @@ async function runSection(db: DbKind, o: Options, p: Params, stamp: string): Pro
       details.S3W4 = r.result;
       const ratios = [r.result.opsPerSec / s.result.opsPerSec];
       for (let i = 1; i <= p.doorPairs; i++) {
-        log(`[${db}] W4 pair ${i}/${p.doorPairs}: REST and the S3 door, ${shape.durationMs / 2000} s each`);
-        const sh = { ...shape, durationMs: Math.round(shape.durationMs / 2) };
+        log(`[${db}] W4 pair ${i}/${p.doorPairs}: REST and the S3 door, ${pairShape.durationMs / 1000} s each`);
+        const sh = pairShape;
         const restRun = () => measure(restT, getSmallLoop(restT, sh, p.smallSize, () => `/files/${bucket}/w4/${pick()}.bin`));
         const s3Run = () => measure(s3T, getSmallLoop(s3T, sh, p.smallSize, () => s3T.objectPath(bucket, `w4/${pick()}.bin`)));
         // Alternating order: S3 first in odd pairs.
