@@ -1,6 +1,7 @@
 import { createHash, type Hash } from 'node:crypto';
 import { Transform, type TransformCallback } from 'node:stream';
 import { AppError } from '../errors.js';
+import { OffThreadDigest } from '../util/digest-thread.js';
 
 /**
  * A digest Node's crypto computes (`md5`, `sha1`, `sha256`, …). The set is open: a door asks for what
@@ -28,24 +29,26 @@ export interface MeterOptions {
 
 /**
  * The receiving pipeline's middle piece: counts bytes, enforces the size limit and the announced size
- * as they pass (refusing with the catalogue's errors), and hashes them.
+ * as they pass (refusing with the catalogue's errors), and hashes them: MD5 here, the other digests
+ * on the digest thread (`settle` collects them once every byte has passed).
  */
 export class ByteMeter extends Transform {
   bytes = 0;
-  readonly #hashes = new Map<DigestAlgorithm, Hash>();
+  readonly #md5: Hash = createHash('md5');
+  readonly #extra = new Map<DigestAlgorithm, OffThreadDigest>();
   #digests: Map<DigestAlgorithm, Buffer> | null = null;
 
   constructor(private readonly opts: MeterOptions) {
     super({ highWaterMark: 1024 * 1024 });
-    this.#hashes.set('md5', createHash('md5'));
-    for (const a of opts.extraDigests ?? []) if (!this.#hashes.has(a)) this.#hashes.set(a, createHash(a));
+    for (const a of opts.extraDigests ?? []) if (a !== 'md5' && !this.#extra.has(a)) this.#extra.set(a, new OffThreadDigest(a));
   }
 
   override _transform(chunk: Buffer, _enc: BufferEncoding, cb: TransformCallback): void {
     this.bytes += chunk.length;
     if (this.opts.limit !== null && this.bytes > this.opts.limit) return cb(this.opts.limitError());
     if (this.opts.expected !== null && this.bytes > this.opts.expected) return cb(new AppError('FILE_LARGER_THAN_EXPECTED'));
-    for (const h of this.#hashes.values()) h.update(chunk);
+    this.#md5.update(chunk);
+    for (const h of this.#extra.values()) h.update(chunk);
     for (const o of this.opts.observers ?? []) o.update(chunk);
     cb(null, chunk);
   }
@@ -55,11 +58,30 @@ export class ByteMeter extends Transform {
     cb();
   }
 
-  /** Digest of everything that passed; call once every byte has. */
+  override _destroy(err: Error | null, cb: (error?: Error | null) => void): void {
+    // Torn down mid-body: the digests will never be asked for. (After a clean end they still are.)
+    if (err) this.dropDigests();
+    cb(err);
+  }
+
+  /** Lets go of the digests still being computed (a receipt that failed). */
+  dropDigests(): void {
+    for (const h of this.#extra.values()) h.dispose();
+  }
+
+  /** Collects every digest once every byte has passed (the digest thread's included). */
+  async settle(): Promise<void> {
+    if (this.#digests) return;
+    const digests = new Map<DigestAlgorithm, Buffer>([['md5', this.#md5.digest()]]);
+    for (const [a, h] of this.#extra) digests.set(a, await h.digest());
+    this.#digests = digests;
+  }
+
+  /** Digest of everything that passed: MD5 at any time once every byte has, the others after `settle`. */
   digest(algorithm: DigestAlgorithm): Buffer {
     if (!this.#digests) {
-      this.#digests = new Map();
-      for (const [a, h] of this.#hashes) this.#digests.set(a, h.digest());
+      if (this.#extra.size > 0) throw new Error('ByteMeter: settle() before digest()');
+      this.#digests = new Map([['md5', this.#md5.digest()]]);
     }
     const d = this.#digests.get(algorithm);
     if (!d) throw new Error(`digest ${algorithm} was not computed`);

@@ -77,10 +77,12 @@ export async function receive<T>(input: ReceiveInput<T>): Promise<Received<T>> {
   if (fed.status === 'rejected' || stored.status === 'rejected') {
     const errors = [stored.status === 'rejected' ? stored.reason : undefined, fed.status === 'rejected' ? fed.reason : undefined];
     const failure = receiveFailure({ errors, source: input.source, meter, signal: input.signal, origin });
+    meter.dropDigests();
     await discard(input, stored.status === 'fulfilled' ? stored.value : null);
     throw failure;
   }
   try {
+    await meter.settle();
     for (const d of input.expectedDigests ?? []) {
       if (!meter.digest(d.algorithm).equals(d.value)) throw new AppError('CHECKSUM_MISMATCH', { header: d.header, algorithm: d.algorithm });
     }

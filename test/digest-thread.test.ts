@@ -1,0 +1,67 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { createHash, randomBytes } from 'node:crypto';
+import { Readable } from 'node:stream';
+import { OffThreadDigest } from '../src/util/digest-thread.js';
+import { receive } from '../src/domain/receive.js';
+import { isAppError } from '../src/errors.js';
+
+const MiB = 1024 * 1024;
+
+/** Feeds `data` in chunks of the given sizes, in turn. */
+function feed(d: OffThreadDigest, data: Buffer, sizes: number[]): void {
+  for (let at = 0, i = 0; at < data.length; i++) {
+    const n = Math.min(sizes[i % sizes.length]!, data.length - at);
+    d.update(data.subarray(at, at + n));
+    at += n;
+  }
+}
+
+describe('digests on the digest thread', () => {
+  it('equal the digest of the same bytes made here, whatever the size and chunking', async () => {
+    for (const size of [0, 1, 4096, MiB - 1, MiB, MiB + 1, 3.5 * MiB]) {
+      const data = randomBytes(size);
+      for (const algorithm of ['sha256', 'sha1']) {
+        const d = new OffThreadDigest(algorithm);
+        feed(d, data, [65536, 7, 300_001]);
+        assert.deepEqual(await d.digest(), createHash(algorithm).update(data).digest(), `${algorithm} of ${size} bytes`);
+      }
+    }
+  });
+
+  it('keeps many digests apart, fed in turns', async () => {
+    const bodies = Array.from({ length: 6 }, (_, i) => randomBytes(2 * MiB + i * 1000));
+    const digests = bodies.map(() => new OffThreadDigest('sha256'));
+    for (let at = 0; at < 3 * MiB; at += 65536) {
+      bodies.forEach((b, i) => {
+        if (at < b.length) digests[i]!.update(b.subarray(at, Math.min(b.length, at + 65536)));
+      });
+    }
+    // One is dropped half-way (a failed receipt): the others are not disturbed.
+    digests[2]!.dispose();
+    const got = await Promise.all(digests.filter((_, i) => i !== 2).map((d) => d.digest()));
+    assert.deepEqual(got, bodies.filter((_, i) => i !== 2).map((b) => createHash('sha256').update(b).digest()));
+  });
+
+  it('an unknown algorithm is refused where the digest is made', () => {
+    assert.throws(() => new OffThreadDigest('no-such-hash'));
+  });
+
+  it('a receipt checks an expected SHA-256 of a multi-MiB body made there, and refuses a wrong one', async () => {
+    const body = randomBytes(5 * MiB + 17);
+    const sha = createHash('sha256').update(body).digest();
+    const store = async (s: Readable) => {
+      let n = 0;
+      for await (const c of s) n += (c as Buffer).length;
+      return n;
+    };
+    const ok = await receive({ source: Readable.from([body.subarray(0, 3 * MiB), body.subarray(3 * MiB)]), origin: 'storage', expected: body.length, expectedDigests: [{ algorithm: 'sha256', value: sha, header: 'x-amz-content-sha256' }], store });
+    assert.equal(ok.stored, body.length);
+    const wrong = Buffer.from(sha);
+    wrong[0]! ^= 1;
+    await assert.rejects(
+      receive({ source: Readable.from([body]), origin: 'storage', expected: body.length, expectedDigests: [{ algorithm: 'sha256', value: wrong, header: 'x-amz-content-sha256' }], store }),
+      (e: unknown) => isAppError(e) && e.code === 'CHECKSUM_MISMATCH',
+    );
+  });
+});
