@@ -1,9 +1,9 @@
 /**
  * A digest computed on another thread, for the digests a receipt computes besides MD5 (a signed S3
  * payload's SHA-256, a Content-SHA1 …): SHA-256 on the HTTP thread cost a 1 GiB signed upload about
- * 15 % of its speed when the disk kept up. Bytes are copied into 1 MiB batches whose memory is
- * handed to one shared worker (no second copy); a body that never fills a batch is hashed here at
- * the end, in one call, as cheap as before. If the worker fails, every digest it held fails.
+ * 15 % of its speed when the disk kept up. The chunks are kept as they come until 1 MiB has
+ * arrived, then copied once into a batch whose memory is handed to one shared worker; a body that
+ * never reaches 1 MiB is hashed here at the end, as cheap as before (no batch allocated for it). If the worker fails, every digest it held fails.
  */
 import { createHash } from 'node:crypto';
 import { Worker } from 'node:worker_threads';
@@ -42,8 +42,9 @@ function thread(): Worker {
 
 export class OffThreadDigest {
   readonly #id = ++nextId;
-  #batch: Buffer = Buffer.allocUnsafeSlow(BATCH);
-  #used = 0;
+  /** Bytes not yet sent: the chunks as given (kept, not copied), `#pending` bytes in all. */
+  #chunks: Uint8Array[] = [];
+  #pending = 0;
   /** The worker holding this digest's state, once a batch went to it. */
   #sent: Worker | null = null;
   #done = false;
@@ -53,32 +54,41 @@ export class OffThreadDigest {
   }
 
   update(chunk: Uint8Array): void {
-    let at = 0;
-    while (at < chunk.length) {
-      const n = Math.min(chunk.length - at, BATCH - this.#used);
-      this.#batch.set(chunk.subarray(at, at + n), this.#used);
-      this.#used += n;
-      at += n;
-      if (this.#used === BATCH) this.#post();
-    }
+    if (chunk.length === 0) return;
+    this.#chunks.push(chunk);
+    this.#pending += chunk.length;
+    if (this.#pending >= BATCH) this.#post();
   }
 
+  /** Sends what is pending as one batch: copied once into memory that is then handed over. */
   #post(): void {
     const w = this.#sent ?? thread();
     if (this.#sent !== null && this.#sent !== worker) throw new Error('the digest thread failed');
     this.#sent = w;
-    const data = this.#batch.buffer;
-    w.postMessage({ type: 'update', id: this.#id, algorithm: this.algorithm, data, length: this.#used }, [data as ArrayBuffer]);
-    this.#batch = Buffer.allocUnsafeSlow(BATCH);
-    this.#used = 0;
+    const batch = Buffer.allocUnsafeSlow(this.#pending);
+    let at = 0;
+    for (const c of this.#chunks) {
+      batch.set(c, at);
+      at += c.length;
+    }
+    this.#chunks = [];
+    this.#pending = 0;
+    const data = batch.buffer as ArrayBuffer;
+    w.postMessage({ type: 'update', id: this.#id, algorithm: this.algorithm, data, length: at }, [data]);
   }
 
   /** The digest of every byte given; call once. */
   digest(): Promise<Buffer> {
     this.#done = true;
-    if (this.#sent === null) return Promise.resolve(createHash(this.algorithm).update(this.#batch.subarray(0, this.#used)).digest());
+    if (this.#sent === null) {
+      // Never a whole batch: hashed here, at once (as cheap as hashing as it came).
+      const h = createHash(this.algorithm);
+      for (const c of this.#chunks) h.update(c);
+      this.#chunks = [];
+      return Promise.resolve(h.digest());
+    }
     if (this.#sent !== worker) return Promise.reject(new Error('the digest thread failed'));
-    if (this.#used > 0) this.#post();
+    if (this.#pending > 0) this.#post();
     const w = this.#sent;
     return new Promise((resolve, reject) => {
       waiting.set(this.#id, { resolve, reject });
@@ -90,6 +100,7 @@ export class OffThreadDigest {
   dispose(): void {
     if (this.#done) return;
     this.#done = true;
+    this.#chunks = [];
     if (this.#sent !== null && this.#sent === worker) this.#sent.postMessage({ type: 'drop', id: this.#id });
   }
 }
