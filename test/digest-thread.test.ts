@@ -2,7 +2,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
 import { Readable } from 'node:stream';
-import { OffThreadDigest } from '../src/util/digest-thread.js';
+import { OffThreadDigest, stopDigestThread } from '../src/util/digest-thread.js';
 import { receive } from '../src/domain/receive.js';
 import { isAppError } from '../src/errors.js';
 
@@ -41,6 +41,20 @@ describe('digests on the digest thread', () => {
     digests[2]!.dispose();
     const got = await Promise.all(digests.filter((_, i) => i !== 2).map((d) => d.digest()));
     assert.deepEqual(got, bodies.filter((_, i) => i !== 2).map((b) => createHash('sha256').update(b).digest()));
+  });
+
+  it('a thread that stops fails the digests it held when they are asked for, never while bytes are fed; the next ones work', async () => {
+    const chunk = randomBytes(MiB);
+    const held = new OffThreadDigest('sha256');
+    held.update(chunk);
+    await stopDigestThread();
+    // Fed after the stop: nothing thrown (this runs inside a stream's write).
+    held.update(chunk);
+    held.update(chunk);
+    await assert.rejects(held.digest(), /digest thread stopped/);
+    const fresh = new OffThreadDigest('sha256');
+    feed(fresh, Buffer.concat([chunk, chunk]), [65536]);
+    assert.deepEqual(await fresh.digest(), createHash('sha256').update(chunk).update(chunk).digest());
   });
 
   it('an unknown algorithm is refused where the digest is made', () => {

@@ -364,13 +364,16 @@ interface PendingTransaction {
  *   second). So the transactions that name their bucket (`transaction(db, fn, { bucket })`) are
  *   grouped per bucket, and share one flush; a group holds one connection, and every other
  *   transaction runs alone, as before. A group holds only its bucket's lock first, as each of its
- *   transactions alone would, so groups of other processes wait for it rather than deadlock. An item that PostgreSQL fails as a deadlock or serialization
- *   failure is run again in a later group, as `transaction` retries a lone one.
+ *   transactions alone would, so groups of other processes wait for it rather than deadlock. An
+ *   item that PostgreSQL fails as a deadlock or serialization failure is run again in a later
+ *   group, as `transaction` retries a lone one.
  */
 class GroupCommit {
   #pending: PendingTransaction[] = [];
   #running = false;
   #scheduled = false;
+  /** Transactions given to this group and not yet answered (retries included). */
+  #unanswered = 0;
   constructor(
     private readonly db: Db,
     private readonly durability: WalDurability | null,
@@ -378,7 +381,6 @@ class GroupCommit {
     /** Called when the last transaction given to this group has been answered. */
     private readonly onIdle?: () => void,
   ) {}
-  #unanswered = 0;
 
   run<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
     return new Promise<T>((resolve, reject) => {

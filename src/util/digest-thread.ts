@@ -3,7 +3,9 @@
  * payload's SHA-256, a Content-SHA1 …): SHA-256 on the HTTP thread cost a 1 GiB signed upload about
  * 15 % of its speed when the disk kept up. The chunks are kept as they come until 1 MiB has
  * arrived, then copied once into a batch whose memory is handed to one shared worker; a body that
- * never reaches 1 MiB is hashed here at the end, as cheap as before (no batch allocated for it). If the worker fails, every digest it held fails.
+ * never reaches 1 MiB is hashed here at the end, as cheap as before (no batch allocated for it).
+ * If the worker stops, every digest it held fails when asked for (never while bytes are fed: that
+ * runs inside a stream's write, where a throw would take the process down).
  */
 import { createHash } from 'node:crypto';
 import { Worker } from 'node:worker_threads';
@@ -27,12 +29,14 @@ function thread(): Worker {
       waiting.get(r.id)?.resolve(Buffer.from(r.digest.buffer, r.digest.byteOffset, r.digest.byteLength));
       waiting.delete(r.id);
     });
+    let failure: unknown;
     w.on('error', (e) => {
-      for (const p of waiting.values()) p.reject(new Error('the digest thread failed', { cause: e }));
-      waiting.clear();
-      if (worker === w) worker = null;
+      failure = e;
     });
+    // 'exit' follows an 'error' too.
     w.on('exit', () => {
+      for (const p of waiting.values()) p.reject(new Error('the digest thread stopped', { cause: failure }));
+      waiting.clear();
       if (worker === w) worker = null;
     });
     worker = w;
@@ -60,10 +64,19 @@ export class OffThreadDigest {
     if (this.#pending >= BATCH) this.#post();
   }
 
+  /** True once the worker that holds this digest's state has stopped: the digest is lost. */
+  #lost(): boolean {
+    return this.#sent !== null && this.#sent !== worker;
+  }
+
   /** Sends what is pending as one batch: copied once into memory that is then handed over. */
   #post(): void {
+    if (this.#lost()) {
+      this.#chunks = [];
+      this.#pending = 0;
+      return;
+    }
     const w = this.#sent ?? thread();
-    if (this.#sent !== null && this.#sent !== worker) throw new Error('the digest thread failed');
     this.#sent = w;
     const batch = Buffer.allocUnsafeSlow(this.#pending);
     let at = 0;
@@ -87,8 +100,8 @@ export class OffThreadDigest {
       this.#chunks = [];
       return Promise.resolve(h.digest());
     }
-    if (this.#sent !== worker) return Promise.reject(new Error('the digest thread failed'));
     if (this.#pending > 0) this.#post();
+    if (this.#lost()) return Promise.reject(new Error('the digest thread stopped'));
     const w = this.#sent;
     return new Promise((resolve, reject) => {
       waiting.set(this.#id, { resolve, reject });
@@ -101,6 +114,11 @@ export class OffThreadDigest {
     if (this.#done) return;
     this.#done = true;
     this.#chunks = [];
-    if (this.#sent !== null && this.#sent === worker) this.#sent.postMessage({ type: 'drop', id: this.#id });
+    if (this.#sent !== null && !this.#lost()) this.#sent.postMessage({ type: 'drop', id: this.#id });
   }
+}
+
+/** Stops the digest thread (tests: what a thread that dies does to the digests it held). The next batch starts a new one. */
+export async function stopDigestThread(): Promise<void> {
+  if (worker) await worker.terminate();
 }
