@@ -29,6 +29,17 @@ describe('digests on the digest thread', () => {
     }
   });
 
+  it('reuses batch memory the thread hands back, hashing only the bytes of each batch', async () => {
+    // The first digest leaves buffers full of its bytes; the later ones, with batches of other
+    // lengths (a last batch of a few bytes), must not see any of them.
+    for (const [size, chunk] of [[3 * MiB + 200_000, 200_000], [MiB + 10, 65536], [2 * MiB + 3, MiB + 1], [MiB, 4096]] as const) {
+      const data = randomBytes(size);
+      const d = new OffThreadDigest('sha256');
+      feed(d, data, [chunk]);
+      assert.deepEqual(await d.digest(), createHash('sha256').update(data).digest(), `${size} bytes in chunks of ${chunk}`);
+    }
+  });
+
   it('keeps many digests apart, fed in turns', async () => {
     const bodies = Array.from({ length: 6 }, (_, i) => randomBytes(2 * MiB + i * 1000));
     const digests = bodies.map(() => new OffThreadDigest('sha256'));

@@ -1,6 +1,7 @@
 /**
  * Runs in a worker thread (digest-thread.ts): keeps one hash per id and feeds it the batches it is
- * sent, in the order they come; answers `finish` with the digest.
+ * sent, in the order they come, handing each batch's memory back for reuse; answers `finish` with
+ * the digest.
  */
 import { parentPort } from 'node:worker_threads';
 import { createHash, type Hash } from 'node:crypto';
@@ -24,8 +25,9 @@ parentPort!.on('message', (m: Msg) => {
   }
   if (m.type === 'update') {
     h.update(new Uint8Array(m.data, 0, m.length));
+    parentPort!.postMessage({ type: 'free', data: m.data }, [m.data]);
     return;
   }
   hashes.delete(m.id);
-  parentPort!.postMessage({ id: m.id, digest: h.digest() });
+  parentPort!.postMessage({ type: 'digest', id: m.id, digest: h.digest() });
 });
