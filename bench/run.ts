@@ -15,7 +15,7 @@ import os from 'node:os';
 import { isAbsolute, join, resolve } from 'node:path';
 import { HttpClient, MiB, closedLoop, median, patternDigest, patternMd5, summarize, type LatencySummary, type LoopResult } from './lib/client.js';
 import { startPeer, type Peer } from './lib/peer.js';
-import { ClientCpu, ROOT, ResourceMonitor, cpuSeconds, reachable, startOnFreePorts, type ManagedProcess, type ResourceUsage } from './lib/proc.js';
+import { ClientCpu, ROOT, ResourceMonitor, cpuSeconds, memoryNow, reachable, startOnFreePorts, type ManagedProcess, type ResourceUsage } from './lib/proc.js';
 import { UNSIGNED, type S3Credentials } from './lib/sigv4.js';
 import { makeRow, table, writeResult, fmt, type Row } from './lib/report.js';
 import { createPgDatabase, seedPostgres, seedSqlite, type SeededBucket } from './lib/seed.js';
@@ -200,6 +200,12 @@ interface Usage {
   /** CPU used by everything else on the machine meanwhile (other users' work), in % of one core. */
   otherCpuPct: number;
   peakRssMB: number;
+  /** Highest anonymous resident memory sampled (heaps, buffers): RssAnon. */
+  peakRssAnonMB: number;
+  /** Highest resident memory of mapped files sampled (code, mapped database pages): RssFile + RssShmem. */
+  peakRssFileMB: number;
+  /** Of those, the SQLite database's mapped pages at the end (null: not on SQLite, or not files-rest). */
+  dbMappedMB: number | null;
   seconds: number;
   /** Server CPU per unit of work (ms per request, or CPU seconds per GiB), when set. */
   cost?: string;
@@ -257,6 +263,9 @@ function usageOf(u: ResourceUsage, clientCpuS: number, dbCpuS: number | null): U
     clientCpuPct: pct(clientCpuS),
     otherCpuPct: Math.max(0, pct(u.machineBusySeconds - u.cpuSeconds - clientCpuS - (dbCpuS ?? 0))),
     peakRssMB: u.peakRssBytes / MB,
+    peakRssAnonMB: u.peakRssAnonBytes / MB,
+    peakRssFileMB: u.peakRssFileBytes / MB,
+    dbMappedMB: u.dbMappedBytes === null ? null : u.dbMappedBytes / MB,
     seconds: u.wallSeconds,
   };
 }
@@ -265,7 +274,7 @@ function usageOf(u: ResourceUsage, clientCpuS: number, dbCpuS: number | null): U
 async function watched<T>(proc: ManagedProcess, fn: () => Promise<T>, opts: { db?: boolean } = {}): Promise<{ result: T; usage: Usage }> {
   const db = opts.db === false ? null : dbCpu;
   const db0 = db ? await db.sample() : null;
-  const mon = new ResourceMonitor(proc.pid);
+  const mon = new ResourceMonitor(proc.pid, 20, dbFiles.get(proc) ?? null);
   const cpu = new ClientCpu();
   try {
     const result = await fn();
@@ -283,6 +292,8 @@ async function watched<T>(proc: ManagedProcess, fn: () => Promise<T>, opts: { db
 const SERVER_KEY = randomBytes(32).toString('base64');
 /** The S3 door's address of each started service. */
 const s3Urls = new WeakMap<ManagedProcess, string>();
+/** The SQLite database file of each started service on SQLite (its mapped pages are reported apart). */
+const dbFiles = new WeakMap<ManagedProcess, string>();
 
 function serviceEnv(dir: string, port: number, databaseUrl: string, s3Port = 0): Record<string, string> {
   return {
@@ -317,6 +328,7 @@ async function startService(dir: string, databaseUrl: string, name: string, prof
   );
   cleanups.push(() => p.stop());
   s3Urls.set(p, `http://127.0.0.1:${s3Port}`);
+  if (databaseUrl.startsWith('sqlite:')) dbFiles.set(p, databaseUrl.slice('sqlite:'.length));
   return p;
 }
 
@@ -447,6 +459,16 @@ async function runSection(db: DbKind, o: Options, p: Params, stamp: string): Pro
   const cc = new HttpClient(ceil.url, p.inFlight);
   cleanups.push(() => cc.close());
   let svc = await startService(dir, databaseUrl, 'files-rest-a', profileDir);
+  {
+    // Idle: ready, nothing asked yet (a second to settle after start-up).
+    await new Promise((r) => setTimeout(r, 1000));
+    const m = memoryNow(svc.pid);
+    if (m) {
+      figures['idle.rssMB'] = m.rss / MB;
+      figures['idle.rssAnonMB'] = m.anon / MB;
+      figures['idle.rssFileMB'] = m.file / MB;
+    }
+  }
   let sc = new HttpClient(svc.url, p.inFlight);
   cleanups.push(() => sc.close());
   const ceilT = ceilingTarget(ceil, cc);
@@ -867,6 +889,13 @@ async function runSection(db: DbKind, o: Options, p: Params, stamp: string): Pro
   // Stop, drop and remove what this section made.
   while (cleanups.length > sectionCleanupDepth - 1) await cleanups.pop()!().catch(() => {});
   details.usage = usage;
+  // Anonymous memory over every measurement of files-rest (not the peer's, not the bare servers').
+  const own = Object.entries(usage).filter(([k]) => !/peer|ceiling|durable ref/.test(k));
+  if (own.length > 0) {
+    const [at, top] = own.reduce((a, b) => (b[1].peakRssAnonMB > a[1].peakRssAnonMB ? b : a));
+    figures['server.peakRssAnonMB'] = top.peakRssAnonMB;
+    details.peakRssAnonIn = at;
+  }
 
   const k = `@${human(p.objects[1])}`;
   const k0 = `@${human(p.objects[0])}`;
@@ -898,6 +927,7 @@ async function runSection(db: DbKind, o: Options, p: Params, stamp: string): Pro
     { id: 'S3.W3.unsigned.opsPerSec', workload: 'S3', figure: `W3 4 KiB PUT ×${p.inFlight}, UNSIGNED-PAYLOAD`, unit: 'ops/s', ceilingId: 'W3.opsPerSec', ceilingLabel: 'REST W3', ratioId: 'S3.W3.unsigned.pairedRatio', target: { on: 'ratio', op: '>=', bound: 0.9 } },
     { id: 'S3.W3.signed.opsPerSec', workload: 'S3', figure: `W3 4 KiB PUT ×${p.inFlight}, signed payload`, unit: 'ops/s', ceilingId: 'W3.opsPerSec', ceilingLabel: 'REST W3', ratioId: 'S3.W3.signed.pairedRatio', target: { on: 'ratio', op: '>=', bound: 0.9 } },
     { id: 'S3.W4.opsPerSec', workload: 'S3', figure: `W4 4 KiB GET ×${p.inFlight}`, unit: 'ops/s', ceilingId: 'W4.opsPerSec', ceilingLabel: 'REST W4', ratioId: 'S3.W4.pairedRatio', target: { on: 'ratio', op: '>=', bound: 0.9 } },
+    { id: 'W5.peakRssMB', workload: 'W5', figure: 'server peak RSS', unit: 'MB', target: { on: 'value', op: '<=', bound: 100 } },
     { id: 'W5.mibps', workload: 'W5', figure: `multipart ${big} (${p.parts}×${humanBytes(p.partSize)}, ${p.partsInFlight} in flight)`, unit: 'MiB/s', ceilingId: 'W1.mibps', ceilingLabel: 'W1', target: { on: 'ratio', op: '>=', bound: 0.85 } },
     { id: 'W5.lastPartToUsableS', workload: 'W5', figure: 'last part → downloadable', unit: 's', target: { on: 'value', op: '<=', bound: 2 } },
     { id: 'W5S3.mibps', workload: 'W5', figure: `W5 through the S3 door (raw UploadPart, ${p.partsInFlight} in flight)`, unit: 'MiB/s', ceilingId: 'W5.mibps', ceilingLabel: 'W5 REST', target: { on: 'ratio', op: '>=', bound: 0.9 } },
@@ -921,7 +951,14 @@ async function runSection(db: DbKind, o: Options, p: Params, stamp: string): Pro
       ];
     }),
   ];
-  const rows = rowDefs.filter((r) => want(r.workload)).map((r) => makeRow(figures, r));
+  rowDefs.push(
+    { id: 'idle.rssMB', workload: 'Memory', figure: 'idle server RSS (started, no request yet)', unit: 'MB', target: { on: 'value', op: '<=', bound: 60 } },
+    { id: 'idle.rssAnonMB', workload: 'Memory', figure: 'idle server RssAnon (heaps and buffers)', unit: 'MB' },
+    { id: 'idle.rssFileMB', workload: 'Memory', figure: 'idle server RssFile (code and mapped files)', unit: 'MB' },
+    { id: 'server.peakRssAnonMB', workload: 'Memory', figure: `server peak RssAnon, highest of every workload (${String(details.peakRssAnonIn ?? '')})`, unit: 'MB', target: { on: 'value', op: '<=', bound: 100 } },
+  );
+  // The memory rows whenever their figures were taken (they are not a workload of their own).
+  const rows = rowDefs.filter((r) => (r.workload === 'Memory' ? figures[r.id] !== undefined : want(r.workload))).map((r) => makeRow(figures, r));
   return { figures, rows, details, complete: !o.only };
 }
 
@@ -1012,7 +1049,7 @@ function gitInfo(): { commit: string | null; dirty: boolean | null } {
 }
 
 function usageTable(usage: Record<string, Usage>): string {
-  const head = ['Measurement', 'seconds', 'server CPU', 'PostgreSQL CPU', 'client CPU', 'other load', 'server peak RSS', 'server CPU per unit'];
+  const head = ['Measurement', 'seconds', 'server CPU', 'PostgreSQL CPU', 'client CPU', 'other load', 'server peak RSS', 'peak RssAnon', 'peak RssFile', 'of which SQLite mapped', 'server CPU per unit'];
   const body = Object.entries(usage).map(([k, u]) => [
     k,
     fmt(u.seconds),
@@ -1021,6 +1058,9 @@ function usageTable(usage: Record<string, Usage>): string {
     fmt(u.clientCpuPct, '%'),
     fmt(u.otherCpuPct, '%'),
     fmt(u.peakRssMB, 'MB'),
+    fmt(u.peakRssAnonMB ?? NaN, 'MB'),
+    fmt(u.peakRssFileMB ?? NaN, 'MB'),
+    u.dbMappedMB == null ? '' : fmt(u.dbMappedMB, 'MB'),
     u.cost ?? '',
   ]);
   const widths = head.map((h, i) => Math.max(h.length, ...body.map((b) => b[i]!.length)));

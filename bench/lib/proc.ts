@@ -161,13 +161,57 @@ function ticksPerSecond(): number {
   return clkTck;
 }
 
-function statusKb(pid: number, field: 'VmRSS' | 'VmHWM'): number | null {
+type StatusField = 'VmRSS' | 'VmHWM' | 'RssAnon' | 'RssFile' | 'RssShmem';
+
+function statusKb(pid: number, field: StatusField): number | null {
+  return statusKbs(pid, [field])?.[field] ?? null;
+}
+
+/** Fields of /proc/PID/status in kB, read in one go; null when the process is gone. */
+function statusKbs<F extends StatusField>(pid: number, fields: readonly F[]): Record<F, number> | null {
+  let text: string;
   try {
-    const m = new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-    return m ? Number(m[1]) : null;
+    text = readFileSync(`/proc/${pid}/status`, 'utf8');
   } catch {
     return null;
   }
+  const out = {} as Record<F, number>;
+  for (const f of fields) {
+    const m = new RegExp(`^${f}:\\s+(\\d+) kB`, 'm').exec(text);
+    out[f] = m ? Number(m[1]) : 0;
+  }
+  return out;
+}
+
+/**
+ * Resident bytes of the process's mappings of files whose path starts with `prefix` (SQLite's
+ * database file and its -shm index, mapped with mmap_size), from /proc/PID/smaps; null when unknown.
+ */
+export function mappedRssBytes(pid: number, prefix: string): number | null {
+  let text: string;
+  try {
+    text = readFileSync(`/proc/${pid}/smaps`, 'utf8');
+  } catch {
+    return null;
+  }
+  let kb = 0;
+  let inside = false;
+  for (const line of text.split('\n')) {
+    // A mapping's header: "start-end perms offset dev inode   path".
+    if (/^[0-9a-f]+-[0-9a-f]+ /.test(line)) {
+      const path = line.split(/\s+/).slice(5).join(' ');
+      inside = path.startsWith(prefix);
+    } else if (inside && line.startsWith('Rss:')) {
+      kb += Number(/(\d+)/.exec(line)![1]);
+    }
+  }
+  return kb * 1024;
+}
+
+/** The memory of a process right now (bytes): total resident, anonymous, and mapped files. */
+export function memoryNow(pid: number): { rss: number; anon: number; file: number } | null {
+  const k = statusKbs(pid, ['VmRSS', 'RssAnon', 'RssFile', 'RssShmem'] as const);
+  return k ? { rss: k.VmRSS * 1024, anon: k.RssAnon * 1024, file: (k.RssFile + k.RssShmem) * 1024 } : null;
 }
 
 /** User + system CPU seconds the process has used so far. */
@@ -201,6 +245,12 @@ export function machineBusySeconds(): number | null {
 export interface ResourceUsage {
   /** Highest resident set size seen, bytes: max of VmHWM (reset at start) and the sampled VmRSS. */
   peakRssBytes: number;
+  /** Highest anonymous resident memory sampled (RssAnon: heaps, buffers), bytes. */
+  peakRssAnonBytes: number;
+  /** Highest resident memory of mapped files sampled (RssFile + RssShmem: code, mapped database pages), bytes. */
+  peakRssFileBytes: number;
+  /** Of those, resident pages of the mapped database files at the end (null: no database file watched). */
+  dbMappedBytes: number | null;
   /** CPU seconds the process used during the measurement. */
   cpuSeconds: number;
   /** CPU seconds the whole machine was busy during the measurement (every process, every core). */
@@ -214,12 +264,15 @@ export interface ResourceUsage {
  */
 export class ResourceMonitor {
   #maxKb = 0;
+  #maxAnon = 0;
+  #maxFile = 0;
   readonly #timer: NodeJS.Timeout;
   readonly #cpu0: number;
   readonly #machine0: number;
   readonly #t0 = performance.now();
   readonly hwmReset: boolean;
-  constructor(private readonly pid: number, intervalMs = 20) {
+  /** `dbPrefix`: the path (prefix) of the database files the process maps, reported apart. */
+  constructor(private readonly pid: number, intervalMs = 20, private readonly dbPrefix: string | null = null) {
     let reset = false;
     try {
       writeFileSync(`/proc/${pid}/clear_refs`, '5');
@@ -234,8 +287,11 @@ export class ResourceMonitor {
     this.#timer = setInterval(() => this.#sample(), intervalMs);
   }
   #sample(): void {
-    const kb = statusKb(this.pid, 'VmRSS');
-    if (kb !== null && kb > this.#maxKb) this.#maxKb = kb;
+    const m = memoryNow(this.pid);
+    if (!m) return;
+    this.#maxKb = Math.max(this.#maxKb, m.rss / 1024);
+    this.#maxAnon = Math.max(this.#maxAnon, m.anon);
+    this.#maxFile = Math.max(this.#maxFile, m.file);
   }
   stop(): ResourceUsage {
     clearInterval(this.#timer);
@@ -245,6 +301,9 @@ export class ResourceMonitor {
     const machine = (machineBusySeconds() ?? this.#machine0) - this.#machine0;
     return {
       peakRssBytes: Math.max(hwm, this.#maxKb) * 1024,
+      peakRssAnonBytes: this.#maxAnon,
+      peakRssFileBytes: this.#maxFile,
+      dbMappedBytes: this.dbPrefix === null ? null : mappedRssBytes(this.pid, this.dbPrefix),
       cpuSeconds: cpu,
       machineBusySeconds: machine,
       wallSeconds: (performance.now() - this.#t0) / 1000,
