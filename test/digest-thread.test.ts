@@ -4,6 +4,8 @@ import { createHash, randomBytes } from 'node:crypto';
 import { Readable } from 'node:stream';
 import { OffThreadDigest, stopDigestThread } from '../src/util/digest-thread.js';
 import { receive } from '../src/domain/receive.js';
+import { ByteMeter } from '../src/domain/byte-meter.js';
+import { readdirSync, readFileSync } from 'node:fs';
 import { isAppError } from '../src/errors.js';
 
 const MiB = 1024 * 1024;
@@ -38,6 +40,52 @@ describe('digests on the digest thread', () => {
       feed(d, data, [chunk]);
       assert.deepEqual(await d.digest(), createHash('sha256').update(data).digest(), `${size} bytes in chunks of ${chunk}`);
     }
+  });
+
+  it('holds its feeder back while 8 of its batches wait for the thread, and lets it go on once they are hashed', async () => {
+    const data = randomBytes(12 * MiB);
+    const d = new OffThreadDigest('sha256');
+    // Fed at once: the thread cannot have handed anything back yet.
+    feed(d, data.subarray(0, 7 * MiB), [65536]);
+    assert.equal(d.behind(), null, '7 batches in flight are allowed');
+    feed(d, data.subarray(7 * MiB, 8 * MiB), [65536]);
+    const wait = d.behind();
+    assert.ok(wait instanceof Promise, 'the 8th batch in flight holds the feeder back');
+    await wait;
+    assert.equal(d.behind(), null);
+    feed(d, data.subarray(8 * MiB), [65536]);
+    assert.deepEqual(await d.digest(), createHash('sha256').update(data).digest());
+  });
+
+  it('runs at the lowest scheduling priority (Linux: nice 19 on its own thread, the process unchanged)', { skip: process.platform !== 'linux' && 'thread priorities are set on Linux only' }, async () => {
+    const d = new OffThreadDigest('sha256');
+    feed(d, randomBytes(2 * MiB), [MiB]);
+    await d.digest();
+    const nice = (path: string) => {
+      const stat = readFileSync(path, 'utf8');
+      return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16]);
+    };
+    const niced = readdirSync('/proc/self/task').filter((t) => nice(`/proc/self/task/${t}/stat`) === 19);
+    assert.equal(niced.length, 1, 'one thread, the digest thread, at nice 19');
+    assert.equal(nice(`/proc/self/task/${process.pid}/stat`), 0, 'the main thread keeps its priority');
+  });
+
+  it('a byte meter torn down while it waits for the thread ends cleanly, and the thread serves the next digest', async () => {
+    const meter = new ByteMeter({ limit: null, limitError: () => new Error('limit'), expected: null, extraDigests: ['sha256'] });
+    meter.resume();
+    const chunk = randomBytes(65536);
+    for (let i = 0; i < 16 * 16; i++) meter.write(chunk);
+    const errors: unknown[] = [];
+    meter.on('error', (e) => errors.push(e));
+    const closed = new Promise<unknown>((resolve) => meter.on('close', () => resolve(meter.errored)));
+    meter.destroy(new Error('client went away'));
+    assert.match(String(await closed), /client went away/);
+    await new Promise((r) => setTimeout(r, 50));
+    assert.equal(errors.length, 1, 'only the error it was torn down with');
+    const fresh = new OffThreadDigest('sha256');
+    feed(fresh, Buffer.concat([chunk, chunk]), [65536]);
+    fresh.update(randomBytes(MiB));
+    assert.equal((await fresh.digest()).length, 32);
   });
 
   it('keeps many digests apart, fed in turns', async () => {

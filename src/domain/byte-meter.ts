@@ -50,6 +50,14 @@ export class ByteMeter extends Transform {
     this.#md5.update(chunk);
     for (const h of this.#extra.values()) h.update(chunk);
     for (const o of this.opts.observers ?? []) o.update(chunk);
+    // A digest thread that has fallen behind holds the next bytes back (bounded memory).
+    for (const h of this.#extra.values()) {
+      const wait = h.behind();
+      if (wait) {
+        void wait.then(() => cb(null, chunk));
+        return;
+      }
+    }
     cb(null, chunk);
   }
 

@@ -6,7 +6,10 @@
  * never reaches 1 MiB is hashed here at the end, as cheap as before (no batch allocated for it).
  * The worker hands each batch's memory back once hashed, and it is used again: a fresh 1 MiB
  * buffer per batch made V8 collect garbage for every few MiB of external memory (0.3–0.4 s of
- * CPU per GiB on the GC threads, measured per thread).
+ * CPU per GiB on the GC threads, measured per thread). The worker runs at the lowest priority
+ * (digest-worker.ts); a digest with MAX_IN_FLIGHT batches not yet hashed says so (`behind`), and
+ * its byte meter stops taking bytes until the worker catches up: memory stays bounded when the
+ * machine is too busy to give the worker its share.
  * If the worker stops, every digest it held fails when asked for (never while bytes are fed: that
  * runs inside a stream's write, where a throw would take the process down).
  */
@@ -16,10 +19,15 @@ import { Worker } from 'node:worker_threads';
 const BATCH = 1024 * 1024;
 /** Size of a reused batch buffer: a batch is 1 MiB and at most one chunk more. */
 const BATCH_BUFFER = BATCH + 256 * 1024;
+/** Batches of one digest sent and not yet hashed, past which its feeder waits (`behind`). */
+const MAX_IN_FLIGHT = 8;
 /** Batch buffers kept for reuse; past this the ones handed back are let go. */
-const SPARE_MAX = 6;
+const SPARE_MAX = 8;
 
-type Reply = { type: 'digest'; id: number; digest: Uint8Array } | { type: 'free'; data: ArrayBuffer };
+type Reply = { type: 'digest'; id: number; digest: Uint8Array } | { type: 'free'; id: number; data: ArrayBuffer };
+
+/** Per digest with batches in flight: how many, and who waits for that number to drop. */
+const inFlight = new Map<number, { batches: number; wake: (() => void) | null }>();
 
 let worker: Worker | null = null;
 let nextId = 0;
@@ -40,6 +48,13 @@ function thread(): Worker {
     w.on('message', (r: Reply) => {
       if (r.type === 'free') {
         if (r.data.byteLength === BATCH_BUFFER && spare.length < SPARE_MAX) spare.push(r.data);
+        const f = inFlight.get(r.id);
+        if (f && --f.batches < MAX_IN_FLIGHT) {
+          if (f.batches === 0) inFlight.delete(r.id);
+          const wake = f.wake;
+          f.wake = null;
+          wake?.();
+        }
         return;
       }
       waiting.get(r.id)?.resolve(Buffer.from(r.digest.buffer, r.digest.byteOffset, r.digest.byteLength));
@@ -53,6 +68,9 @@ function thread(): Worker {
     w.on('exit', () => {
       for (const p of waiting.values()) p.reject(new Error('the digest thread stopped', { cause: failure }));
       waiting.clear();
+      // Feeders waiting for it go on (their digests fail when asked for).
+      for (const f of inFlight.values()) f.wake?.();
+      inFlight.clear();
       if (worker === w) worker = null;
     });
     worker = w;
@@ -103,7 +121,26 @@ export class OffThreadDigest {
     }
     this.#chunks = [];
     this.#pending = 0;
+    const f = inFlight.get(this.#id);
+    if (f) f.batches++;
+    else inFlight.set(this.#id, { batches: 1, wake: null });
     w.postMessage({ type: 'update', id: this.#id, algorithm: this.algorithm, data, length: at }, [data]);
+  }
+
+  /**
+   * Null when more bytes may be fed at once; otherwise a promise that resolves once the worker has
+   * caught up (fewer than MAX_IN_FLIGHT of this digest's batches left to hash), or has stopped.
+   */
+  behind(): Promise<void> | null {
+    const f = inFlight.get(this.#id);
+    if (!f || f.batches < MAX_IN_FLIGHT || this.#lost()) return null;
+    return new Promise((resolve) => {
+      const prev = f.wake;
+      f.wake = () => {
+        prev?.();
+        resolve();
+      };
+    });
   }
 
   /** The digest of every byte given; call once. */
@@ -130,6 +167,9 @@ export class OffThreadDigest {
     if (this.#done) return;
     this.#done = true;
     this.#chunks = [];
+    const f = inFlight.get(this.#id);
+    f?.wake?.();
+    inFlight.delete(this.#id);
     if (this.#sent !== null && !this.#lost()) this.#sent.postMessage({ type: 'drop', id: this.#id });
   }
 }
