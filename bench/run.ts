@@ -1058,9 +1058,9 @@ function usageTable(usage: Record<string, Usage>): string {
     fmt(u.clientCpuPct, '%'),
     fmt(u.otherCpuPct, '%'),
     fmt(u.peakRssMB, 'MB'),
-    fmt(u.peakRssAnonMB ?? NaN, 'MB'),
-    fmt(u.peakRssFileMB ?? NaN, 'MB'),
-    u.dbMappedMB == null ? '' : fmt(u.dbMappedMB, 'MB'),
+    fmt(u.peakRssAnonMB, 'MB'),
+    fmt(u.peakRssFileMB, 'MB'),
+    u.dbMappedMB === null ? '' : fmt(u.dbMappedMB, 'MB'),
     u.cost ?? '',
   ]);
   const widths = head.map((h, i) => Math.max(h.length, ...body.map((b) => b[i]!.length)));

@@ -7,8 +7,8 @@
  * then runs when the HTTP thread and libuv's file threads leave a core idle (waiting for the disk
  * or the network) instead of taking turns with them. Measured on 1 GiB PUTs with a signed
  * payload, two cores, 12 pairs each, interleaved: at normal priority the median pair reached 0.84
- * of the REST door's speed, niced 0.86-0.89. The sender's limit on batches in flight keeps a thread starved by a busy machine from piling up
- * memory: the upload then waits for it.
+ * of the REST door's speed, niced 0.86-0.89. The sender's limit on batches in flight keeps a
+ * thread starved by a busy machine from piling up memory: the upload then waits for it.
  */
 import { readlinkSync } from 'node:fs';
 import { setPriority } from 'node:os';
