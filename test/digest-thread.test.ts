@@ -2,10 +2,14 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
 import { Readable } from 'node:stream';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { OffThreadDigest, stopDigestThread } from '../src/util/digest-thread.js';
 import { receive } from '../src/domain/receive.js';
 import { ByteMeter } from '../src/domain/byte-meter.js';
-import { readdirSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { isAppError } from '../src/errors.js';
 
 const MiB = 1024 * 1024;
@@ -116,6 +120,36 @@ describe('digests on the digest thread', () => {
     const fresh = new OffThreadDigest('sha256');
     feed(fresh, Buffer.concat([chunk, chunk]), [65536]);
     assert.deepEqual(await fresh.digest(), createHash('sha256').update(chunk).update(chunk).digest());
+  });
+
+  it('keeps a process alive while it computes, and lets it exit once idle (used, then dropped, digests too)', async () => {
+    const script = [
+      `import { OffThreadDigest } from ${JSON.stringify(new URL('../src/util/digest-thread.js', import.meta.url).href)};`,
+      "import { createHash } from 'node:crypto';",
+      'const data = Buffer.alloc(3 * 1024 * 1024, 7);',
+      "const d = new OffThreadDigest('sha256');",
+      'd.update(data);',
+      "const dropped = new OffThreadDigest('sha256');",
+      'dropped.update(data);',
+      'dropped.dispose();',
+      // No timer or socket holds this process: only the thread's work until the digest is ready.
+      "d.digest().then((x) => console.log(x.equals(createHash('sha256').update(data).digest()) ? 'equal' : 'different'));",
+    ].join('\n');
+    const dir = mkdtempSync(join(tmpdir(), 'digest-exit-'));
+    const file = join(dir, 'use-digests.mjs');
+    writeFileSync(file, script);
+    const child = spawn(process.execPath, [file], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (c: Buffer) => (out += c.toString()));
+    child.stderr.on('data', (c: Buffer) => (err += c.toString()));
+    const timer = setTimeout(() => child.kill('SIGKILL'), 20_000);
+    const [code, signal] = (await once(child, 'exit')) as [number | null, string | null];
+    clearTimeout(timer);
+    rmSync(dir, { recursive: true, force: true });
+    assert.equal(signal, null, 'the process exited by itself (it was killed after 20 s)');
+    assert.equal(code, 0, err);
+    assert.equal(out.trim(), 'equal', 'the digest was delivered before the process exited');
   });
 
   it('an unknown algorithm is refused where the digest is made', () => {

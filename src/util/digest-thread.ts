@@ -44,7 +44,6 @@ function batchBuffer(size: number): ArrayBuffer {
 function thread(): Worker {
   if (!worker) {
     const w = new Worker(new URL('./digest-worker.js', import.meta.url));
-    w.unref();
     w.on('message', (r: Reply) => {
       if (r.type === 'free') {
         if (r.data.byteLength === BATCH_BUFFER && spare.length < SPARE_MAX) spare.push(r.data);
@@ -55,10 +54,12 @@ function thread(): Worker {
           f.wake = null;
           wake?.();
         }
+        idle(w);
         return;
       }
       waiting.get(r.id)?.resolve(Buffer.from(r.digest.buffer, r.digest.byteOffset, r.digest.byteLength));
       waiting.delete(r.id);
+      idle(w);
     });
     let failure: unknown;
     w.on('error', (e) => {
@@ -73,9 +74,21 @@ function thread(): Worker {
       inFlight.clear();
       if (worker === w) worker = null;
     });
+    // Unreferenced only now: adding a 'message' listener to a worker references it again (it
+    // then kept every process that had used it alive, a test run or a command, after its work).
+    w.unref();
     worker = w;
   }
   return worker;
+}
+
+/** The thread keeps the process alive while it has work (a caller awaits a digest), never when idle. */
+function busy(w: Worker): void {
+  w.ref();
+}
+
+function idle(w: Worker): void {
+  if (inFlight.size === 0 && waiting.size === 0) w.unref();
 }
 
 export class OffThreadDigest {
@@ -124,6 +137,7 @@ export class OffThreadDigest {
     const f = inFlight.get(this.#id);
     if (f) f.batches++;
     else inFlight.set(this.#id, { batches: 1, wake: null });
+    busy(w);
     w.postMessage({ type: 'update', id: this.#id, algorithm: this.algorithm, data, length: at }, [data]);
   }
 
@@ -158,6 +172,7 @@ export class OffThreadDigest {
     const w = this.#sent;
     return new Promise((resolve, reject) => {
       waiting.set(this.#id, { resolve, reject });
+      busy(w);
       w.postMessage({ type: 'finish', id: this.#id, algorithm: this.algorithm });
     });
   }
@@ -170,7 +185,10 @@ export class OffThreadDigest {
     const f = inFlight.get(this.#id);
     f?.wake?.();
     inFlight.delete(this.#id);
-    if (this.#sent !== null && !this.#lost()) this.#sent.postMessage({ type: 'drop', id: this.#id });
+    if (this.#sent !== null && !this.#lost()) {
+      this.#sent.postMessage({ type: 'drop', id: this.#id });
+      idle(this.#sent);
+    }
   }
 }
 
