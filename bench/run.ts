@@ -21,6 +21,7 @@ import { makeRow, table, writeResult, fmt, type Row } from './lib/report.js';
 import { createPgDatabase, seedPostgres, seedSqlite, type SeededBucket } from './lib/seed.js';
 import { ceilingTarget, getBig, getSmallLoop, putBig, putSmallLoop, restTarget, s3Target, type LoopShape, type StoreTarget, type Target } from './lib/targets.js';
 import { seedW8, w8Loop, w8Schedule, type W8Params } from './lib/w8.js';
+import { NODE_FLAGS } from '../src/util/node-flags.js';
 
 type DbKind = 'sqlite' | 'postgres';
 const WORKLOADS = ['W1', 'W2', 'W3', 'W4', 'W5', 'W6', 'W7', 'W8', 'S3'] as const;
@@ -320,7 +321,10 @@ function serviceEnv(dir: string, port: number, databaseUrl: string, s3Port = 0):
 }
 
 async function startService(dir: string, databaseUrl: string, name: string, profileDir: string | null): Promise<ManagedProcess> {
-  const flags = profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`, `--cpu-prof-name=${name}-${Date.now()}.cpuprofile`] : [];
+  // files-rest runs with its Node.js flags, as `npm start` and deploy/ run it; BENCH_NODE_FLAGS
+  // replaces them ('' for none: Node's defaults).
+  const nodeFlags = process.env.BENCH_NODE_FLAGS !== undefined ? process.env.BENCH_NODE_FLAGS.split(' ').filter(Boolean) : [...NODE_FLAGS];
+  const flags = [...nodeFlags, ...(profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`, `--cpu-prof-name=${name}-${Date.now()}.cpuprofile`] : [])];
   const { proc: p, secondPort: s3Port } = await startOnFreePorts(
     name,
     (port, s3Port) => ({ args: [...flags, join(APP, 'bin', 'files-rest.js'), 'serve'], env: serviceEnv(dir, port, databaseUrl, s3Port) }),
