@@ -21,7 +21,6 @@ import { makeRow, table, writeResult, fmt, type Row } from './lib/report.js';
 import { createPgDatabase, seedPostgres, seedSqlite, type SeededBucket } from './lib/seed.js';
 import { ceilingTarget, getBig, getSmallLoop, putBig, putSmallLoop, restTarget, s3Target, type LoopShape, type StoreTarget, type Target } from './lib/targets.js';
 import { seedW8, w8Loop, w8Schedule, type W8Params } from './lib/w8.js';
-import { NODE_FLAGS } from '../src/util/node-flags.js';
 
 type DbKind = 'sqlite' | 'postgres';
 const WORKLOADS = ['W1', 'W2', 'W3', 'W4', 'W5', 'W6', 'W7', 'W8', 'S3'] as const;
@@ -321,9 +320,9 @@ function serviceEnv(dir: string, port: number, databaseUrl: string, s3Port = 0):
 }
 
 async function startService(dir: string, databaseUrl: string, name: string, profileDir: string | null): Promise<ManagedProcess> {
-  // files-rest runs with its Node.js flags, as `npm start` and deploy/ run it; BENCH_NODE_FLAGS
-  // replaces them ('' for none: Node's defaults).
-  const nodeFlags = process.env.BENCH_NODE_FLAGS !== undefined ? process.env.BENCH_NODE_FLAGS.split(' ').filter(Boolean) : [...NODE_FLAGS];
+  // BENCH_NODE_FLAGS: Node.js flags for files-rest's processes (e.g. --single-threaded-gc: README,
+  // Performance, session 10); none by default, as `npm start` runs it.
+  const nodeFlags = (process.env.BENCH_NODE_FLAGS ?? '').split(' ').filter(Boolean);
   const flags = [...nodeFlags, ...(profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`, `--cpu-prof-name=${name}-${Date.now()}.cpuprofile`] : [])];
   const { proc: p, secondPort: s3Port } = await startOnFreePorts(
     name,

@@ -5,8 +5,7 @@
  * thread paid for it.
  *
  * Usage (after `npm run build`): node dist/bench/w1-threads.js [--pairs N] [--mib M] [--kinds rest,s3,s3u]
- *   [--node-flags='--flag …'] (the server's Node.js flags; default files-rest's own, NODE_FLAGS;
- *   --node-flags= for none)
+ *   [--node-flags='--flag …'] (Node.js flags for the server, e.g. --single-threaded-gc; none by default)
  *   rest: PUT /files/<bucket>/<key>; s3: the S3 door with the body's SHA-256 as x-amz-content-sha256
  *   (computed before timing); s3u: the S3 door with UNSIGNED-PAYLOAD.
  * Prints, per upload, MiB/s, the server's CPU per GiB split into the HTTP (main) thread, the threads
@@ -24,10 +23,9 @@ import { parseArgs } from 'node:util';
 import { HttpClient, median, patternDigest } from './lib/client.js';
 import { ROOT, startOnFreePorts } from './lib/proc.js';
 import { signHeaders, UNSIGNED } from './lib/sigv4.js';
-import { NODE_FLAGS } from '../src/util/node-flags.js';
 
 const { values } = parseArgs({ options: { pairs: { type: 'string', default: '6' }, mib: { type: 'string', default: '1024' }, kinds: { type: 'string', default: 'rest,s3' }, 'node-flags': { type: 'string' } } });
-const SERVER_FLAGS = values['node-flags'] !== undefined ? values['node-flags'].split(' ').filter(Boolean) : [...NODE_FLAGS];
+const SERVER_FLAGS = (values['node-flags'] ?? '').split(' ').filter(Boolean);
 const PAIRS = Number(values.pairs);
 const SIZE = Number(values.mib) * 1024 * 1024;
 const KINDS = values.kinds.split(',') as Array<'rest' | 's3' | 's3u'>;

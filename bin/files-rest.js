@@ -1,8 +1,6 @@
-#!/usr/bin/env -S node --single-threaded-gc
+#!/usr/bin/env node
 // Entry point of the `files-rest` command. The TypeScript sources are compiled to dist/ by
-// `npm install` (the package's `prepare` script). The flags on the first line are files-rest's
-// Node.js flags (src/util/node-flags.ts, where the reason is), as `npm start` and deploy/'s units
-// give them; `node bin/files-rest.js` without them works the same, with more CPU per request.
+// `npm install` (the package's `prepare` script).
 // Uploads fsync each file and its directory in libuv's thread pool; its default 4 threads would let
 // only two uploads finish at a time. Set before anything uses the pool.
 process.env.UV_THREADPOOL_SIZE ??= '32';

@@ -8,7 +8,6 @@ import { createServer } from 'node:net';
 import { spawnFilesRest, runCli, type ServerProcess } from './support/process.js';
 import { testEnvironment } from './support/server.js';
 import { waitFor } from './support/http.js';
-import { NODE_FLAGS } from '../src/util/node-flags.js';
 
 /** Pids whose parent is `pid`. */
 function childrenOf(pid: number): number[] {
@@ -41,8 +40,7 @@ describe('serve with FILES_REST_PROCESSES=2 (node:cluster)', () => {
   let srv: ServerProcess;
   before(async () => {
     env = await testEnvironment('files-rest-cluster-');
-    // Started without files-rest's Node.js flags: the server processes must get them all the same.
-    srv = await spawnFilesRest('serve', { ...env.env, FILES_REST_PROCESSES: '2' }, { nodeFlags: [] });
+    srv = await spawnFilesRest('serve', { ...env.env, FILES_REST_PROCESSES: '2' });
     await srv.waitFor(/listening on[\s\S]*listening on/, 20_000);
   });
   after(async () => {
@@ -56,14 +54,6 @@ describe('serve with FILES_REST_PROCESSES=2 (node:cluster)', () => {
     assert.equal(kids.length, 2, `children: ${kids.join(',')}`);
     const withoutWorker = kids.filter((k) => environ(k).includes('FILES_REST_WORKER=0'));
     assert.equal(withoutWorker.length, 1);
-  });
-
-  it("runs the server processes with files-rest's Node.js flags, also when the primary was started without them", () => {
-    const args = (pid: number) => readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
-    for (const f of NODE_FLAGS) assert.ok(!args(srv.child.pid!).includes(f), `the primary was started without ${f}`);
-    const kids = childrenOf(srv.child.pid!);
-    assert.equal(kids.length, 2);
-    for (const k of kids) for (const f of NODE_FLAGS) assert.ok(args(k).includes(f), `server process ${k} runs with ${f}: ${args(k).join(' ')}`);
   });
 
   it('both processes answer, and they see the same objects: one head per key under concurrent PUTs', async () => {

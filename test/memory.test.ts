@@ -11,7 +11,7 @@ const MiB = 1024 * 1024;
 const GiB = 1024 * MiB;
 /**
  * Node.js 24 holds more: the same server peaks 10-30 MB higher in these two tests (measured here on
- * 24.21: 154-183 MB and 211-252 MB, against 136-152 and 190-197 on Node 20; the bounds were 160 and 220), with a higher idle
+ * 24.21: 154-183 MB and 211-252 MB, against 136-152 and 190-197 on Node 20; the bounds are 160 and 220), with a higher idle
  * footprint (105 against 99 MB) and more memory between collections while streaming; smaller V8
  * semi-spaces did not bring it down. On 24 the bounds are 80 MB higher (a CI run of 2026-11-24
  * measured 242 MB in the multipart test, a local run 252, over the 40 MB allowed before), and the README says so
@@ -22,11 +22,6 @@ const GiB = 1024 * MiB;
  * the dead 64 KiB socket buffers V8 frees only when external memory has grown by tens of MB (13-42
  * MB measured, README), so the peak varies by that much from run to run. A body that buffered with
  * the file's size would pass 1 GB, far beyond either bound. Each run prints its peak.
- *
- * Since 2026-11-26 the servers run with files-rest's Node.js flags (`--single-threaded-gc`,
- * src/util/node-flags.ts): the collector runs on the JavaScript thread, and the dead buffers of a
- * single 1 GiB stream stay longer; a fresh clone's CI run on Node 20 and SQLite measured 167 MB in
- * the 1 GiB test (138 alone here), the multipart test 191 (unchanged). The 1 GiB bound is 190 MB.
  */
 const NODE24_EXTRA = Number(process.versions.node.split('.')[0]) >= 24 ? 80 * MiB : 0;
 
@@ -54,7 +49,7 @@ describe('Streaming: memory does not grow with the file size', () => {
   });
   after(() => cleanup());
 
-  it('a 1 GiB upload and download keep the server under 190 MB of resident memory', async (t) => {
+  it('a 1 GiB upload and download keep the server under 160 MB of resident memory', async (t) => {
     const id = await createBucket(p.files);
     const body = hashedPattern(GiB, 3);
     const r = await streamRequest(`${p.files}/${id}/big.bin`, 'PUT', body.stream, GiB);
@@ -67,7 +62,7 @@ describe('Streaming: memory does not grow with the file size', () => {
     assert.equal(d.md5, sent);
     const peak = p.peakRss();
     t.diagnostic(`peak RSS ${Math.round(peak / MiB)} MiB`);
-    assert.ok(peak < 190 * MiB + NODE24_EXTRA, `peak RSS ${Math.round(peak / MiB)} MiB`);
+    assert.ok(peak < 160 * MiB + NODE24_EXTRA, `peak RSS ${Math.round(peak / MiB)} MiB`);
   });
 
   it('a 2 GiB multipart upload in 64 MiB parts, 4 at a time and out of order, stays under 220 MB and downloads byte-identical', async (t) => {

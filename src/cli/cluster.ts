@@ -18,14 +18,10 @@
 import cluster, { type Worker } from 'node:cluster';
 import type { Logger } from 'pino';
 import type { Config } from '../config.js';
-import { missingNodeFlags } from '../util/node-flags.js';
 
 const RESTART_DELAY_MS = 1000;
 
 export function runClusterPrimary(config: Config, log: Logger): Promise<number> {
-  // The server processes run with files-rest's Node.js flags even when this one was started without.
-  const missing = missingNodeFlags(process.execArgv);
-  if (missing.length > 0) cluster.setupPrimary({ execArgv: [...process.execArgv, ...missing] });
   return new Promise((resolve) => {
     const first = new Set<Worker>();
     const listened = new Set<Worker>();

@@ -1,7 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { NODE_FLAGS } from '../../src/util/node-flags.js';
 
 const BIN = fileURLToPath(new URL('../../../bin/files-rest.js', import.meta.url));
 
@@ -34,13 +33,12 @@ export function runCli(args: string[], env: Record<string, string>, opts: { cwd?
 }
 
 /**
- * Starts `files-rest serve` (or `worker`) as a real process, with files-rest's Node.js flags as
- * `npm start` and deploy/ give them (`nodeFlags` to start it otherwise); resolves once it logs
+ * Starts `files-rest serve` (or `worker`) as a real process; resolves once it logs
  * `listening on http://…` (serve) or after it started (worker).
  */
-export function spawnFilesRest(command: 'serve' | 'worker', env: Record<string, string>, opts: { nodeFlags?: readonly string[] } = {}): Promise<ServerProcess> {
+export function spawnFilesRest(command: 'serve' | 'worker', env: Record<string, string>): Promise<ServerProcess> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [...(opts.nodeFlags ?? NODE_FLAGS), BIN, command], {
+    const child = spawn(process.execPath, [BIN, command], {
       env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'info', FILES_REST_S3_PORT: 'off', ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
