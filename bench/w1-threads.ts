@@ -12,16 +12,17 @@
  * that read or wrote files (libuv's pool: /proc/PID/task/TID/io), the digest thread (the one at nice
  * 19) and the rest (V8's GC and compiler threads), and the share of the machine left idle; then the
  * median ratio of each kind to the first. Everything runs on 127.0.0.1 in a temporary directory that
- * is removed at the end.
+ * is removed at the end. W1_THREADS_ENV='{"NAME":"value"}' adds settings to the server's environment;
+ * W1_THREADS_DEBUG=1 prints every thread's figures and, at the end, the server's log.
  */
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { HttpClient, median, patternDigest } from './lib/client.js';
-import { ROOT, startOnFreePorts } from './lib/proc.js';
+import { machineBusySeconds, ROOT, startOnFreePorts, ticksPerSecond } from './lib/proc.js';
 import { signHeaders, UNSIGNED } from './lib/sigv4.js';
 
 const { values } = parseArgs({ options: { pairs: { type: 'string', default: '6' }, mib: { type: 'string', default: '1024' }, kinds: { type: 'string', default: 'rest,s3' }, 'node-flags': { type: 'string' } } });
@@ -46,18 +47,12 @@ function threads(pid: number): Map<string, ThreadSample> {
       const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
       const io = readFileSync(`/proc/${pid}/task/${tid}/io`, 'utf8');
       const bytes = (name: string) => Number(new RegExp(`^${name}: (\\d+)`, 'm').exec(io)?.[1] ?? 0);
-      out.set(tid, { cpu: (Number(f[11]) + Number(f[12])) / 100, io: bytes('rchar') + bytes('wchar'), nice: Number(f[16]) });
+      out.set(tid, { cpu: (Number(f[11]) + Number(f[12])) / ticksPerSecond(), io: bytes('rchar') + bytes('wchar'), nice: Number(f[16]) });
     } catch {
       // The thread ended meanwhile.
     }
   }
   return out;
-}
-
-/** Busy and total jiffies of the whole machine. */
-function machine(): { idle: number; total: number } {
-  const f = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.split(/\s+/).slice(1).map(Number);
-  return { idle: f[3]! + f[4]!, total: f.reduce((a, b) => a + b, 0) };
 }
 
 const dir = mkdtempSync(join(tmpdir(), 'files-rest-w1-threads-'));
@@ -92,7 +87,8 @@ try {
   const upload = async (kind: string, n: number): Promise<number> => {
     const pid = proc.pid;
     const t0 = threads(pid);
-    const m0 = machine();
+    const busy0 = machineBusySeconds() ?? 0;
+    const wall0 = performance.now();
     const key = `${kind}-${n}`;
     let got: string;
     let seconds: number;
@@ -111,11 +107,11 @@ try {
       versionId = String(r.headers['x-amz-version-id']);
       seconds = r.seconds;
     }
+    const t1 = threads(pid);
+    const idle = 1 - ((machineBusySeconds() ?? 0) - busy0) / (((performance.now() - wall0) / 1000) * availableParallelism());
     if (got !== md5) throw new Error(`${kind}: the answer's MD5 is ${got}, expected ${md5}`);
     // Measured; now a hard delete of the version and its file, so that the disk does not fill up.
     await rest.ok('DELETE', `/files/${bucket.id}/${key}?versionId=${versionId}`);
-    const t1 = threads(pid);
-    const m1 = machine();
     const split = { main: 0, files: 0, digest: 0, other: 0 };
     for (const [tid, s] of t1) {
       const before = t0.get(tid);
@@ -129,7 +125,6 @@ try {
     }
     const mibs = SIZE / 2 ** 20 / seconds;
     const total = split.main + split.files + split.digest + split.other;
-    const idle = (m1.idle - m0.idle) / (m1.total - m0.total);
     const f = (x: number) => (x / GIB).toFixed(2);
     console.log(
       `${String(n).padStart(2)} ${kind.padEnd(4)} ${mibs.toFixed(0).padStart(4)} MiB/s  CPU ${f(total)} s/GiB: main ${f(split.main)}, files ${f(split.files)}, digest ${f(split.digest)}, other ${f(split.other)}; machine idle ${(idle * 100).toFixed(0)} %`,

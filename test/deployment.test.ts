@@ -35,10 +35,9 @@ function parseEnvFile(text: string): Record<string, string> {
   return out;
 }
 
-/** The [Service] lines of a unit that the test needs: Environment= pairs, and ExecStart's Node.js flags and files-rest arguments. */
-function parseUnit(text: string, instance: string): { env: Record<string, string>; nodeFlags: string[]; args: string[]; envFile: string } {
+/** The [Service] lines of a unit that the test needs: Environment= pairs and ExecStart's files-rest arguments. */
+function parseUnit(text: string, instance: string): { env: Record<string, string>; args: string[]; envFile: string } {
   const env: Record<string, string> = {};
-  let nodeFlags: string[] = [];
   let args: string[] = [];
   let envFile = '';
   for (const raw of text.split('\n')) {
@@ -48,14 +47,11 @@ function parseUnit(text: string, instance: string): { env: Record<string, string
     // The shared file; an optional one (`-`, the per-instance S3 port) may follow.
     m = /^EnvironmentFile=([^-].*)$/.exec(line);
     if (m) envFile = m[1]!;
-    m = /^ExecStart=\S*node((?: --\S+)*) \S*\/bin\/files-rest\.js (.*)$/.exec(line);
-    if (m) {
-      nodeFlags = m[1]!.split(/\s+/).filter(Boolean);
-      args = m[2]!.split(/\s+/);
-    }
+    m = /^ExecStart=\S*node \S*\/bin\/files-rest\.js (.*)$/.exec(line);
+    if (m) args = m[1]!.split(/\s+/);
   }
   assert.ok(args.length > 0, 'ExecStart runs bin/files-rest.js');
-  return { env, nodeFlags, args, envFile };
+  return { env, args, envFile };
 }
 
 interface Node {
@@ -64,10 +60,10 @@ interface Node {
   stop(signal?: NodeJS.Signals): Promise<number | null>;
 }
 
-/** Starts `node FLAGS bin/files-rest.js ARGS` as the unit would; resolves when it is up. */
-function startUnit(unit: { nodeFlags: string[]; args: string[] }, env: Record<string, string>, ready: RegExp): Promise<Node> {
+/** Starts `node bin/files-rest.js ARGS` as the unit would; resolves when it is up. */
+function startUnit(args: string[], env: Record<string, string>, ready: RegExp): Promise<Node> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [...unit.nodeFlags, BIN, ...unit.args], { cwd: ROOT, env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [BIN, ...args], { cwd: ROOT, env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     let done = false;
     const node: Node = {
@@ -84,7 +80,7 @@ function startUnit(unit: { nodeFlags: string[]; args: string[] }, env: Record<st
       if (done) return;
       done = true;
       child.kill('SIGKILL');
-      reject(new Error(`files-rest ${unit.args.join(' ')} did not start:\n${out}`));
+      reject(new Error(`files-rest ${args.join(' ')} did not start:\n${out}`));
     }, 30_000);
     const onData = (d: Buffer) => {
       out += d.toString();
@@ -100,7 +96,7 @@ function startUnit(unit: { nodeFlags: string[]; args: string[] }, env: Record<st
       if (done) return;
       done = true;
       clearTimeout(timer);
-      reject(new Error(`files-rest ${unit.args.join(' ')} exited with ${code}:\n${out}`));
+      reject(new Error(`files-rest ${args.join(' ')} exited with ${code}:\n${out}`));
     });
   });
 }
@@ -191,7 +187,7 @@ http {
     ];
     for (const { unit } of units) assert.equal(unit.envFile, '/etc/files-rest/env', 'the units read the shared environment file');
     assert.deepEqual(units[0]!.unit.env, { PORT: String(ports[0]), FILES_REST_WORKER: '0', FILES_REST_S3_PORT: 'off' });
-    const started = await Promise.all(units.map(({ unit, ready }) => startUnit(unit, { ...env, ...unit.env }, ready)));
+    const started = await Promise.all(units.map(({ unit, ready }) => startUnit(unit.args, { ...env, ...unit.env }, ready)));
     nodes.push(...started);
     api = started.slice(0, 2);
     // The guide: tokens come from the admin command, run with the same environment.
@@ -305,7 +301,7 @@ http {
     }
     // systemd would restart it (Restart=on-failure covers crashes; `systemctl restart` this).
     const apiUnit = parseUnit(await readFile(join(ROOT, 'deploy', 'files-rest-api@.service'), 'utf8'), String(ports[0]));
-    const again = await startUnit(apiUnit, { ...env, ...apiUnit.env }, /listening on http/);
+    const again = await startUnit(apiUnit.args, { ...env, ...apiUnit.env }, /listening on http/);
     nodes.push(again);
     api[0] = again;
     await waitFor(async () => (await req(`http://127.0.0.1:${ports[0]}/readyz`)).status === 200, 10_000);

@@ -151,7 +151,8 @@ export async function startOnFreePorts(
 }
 
 let clkTck = 0;
-function ticksPerSecond(): number {
+/** Clock ticks per second (CLK_TCK): the unit of the CPU times in /proc/PID/stat. */
+export function ticksPerSecond(): number {
   if (clkTck) return clkTck;
   try {
     clkTck = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
