@@ -9,9 +9,9 @@
  *   rest: PUT /files/<bucket>/<key>; s3: the S3 door with the body's SHA-256 as x-amz-content-sha256
  *   (computed before timing); s3u: the S3 door with UNSIGNED-PAYLOAD.
  * Prints, per upload, MiB/s, the server's CPU per GiB split into the HTTP (main) thread, the threads
- * that read or wrote files (libuv's pool: /proc/PID/task/TID/io), the digest thread (the one at nice
- * 19) and the rest (V8's GC and compiler threads), and the share of the machine left idle; then the
- * median ratio of each kind to the first. Everything runs on 127.0.0.1 in a temporary directory that
+ * that read or wrote files (libuv's pool: /proc/PID/task/TID/io), the digest thread (named
+ * files-rest-hash) and the rest (V8's GC and compiler threads), and the share of the machine left
+ * idle; then the median ratio of each kind to the first. Everything runs on 127.0.0.1 in a temporary directory that
  * is removed at the end. W1_THREADS_ENV='{"NAME":"value"}' adds settings to the server's environment;
  * W1_THREADS_DEBUG=1 prints every thread's figures and, at the end, the server's log.
  */
@@ -24,6 +24,7 @@ import { parseArgs } from 'node:util';
 import { HttpClient, median, patternDigest } from './lib/client.js';
 import { machineBusySeconds, ROOT, startOnFreePorts, ticksPerSecond } from './lib/proc.js';
 import { signHeaders, UNSIGNED } from './lib/sigv4.js';
+import { DIGEST_THREAD_NAME } from '../src/util/digest-thread.js';
 
 const { values } = parseArgs({ options: { pairs: { type: 'string', default: '6' }, mib: { type: 'string', default: '1024' }, kinds: { type: 'string', default: 'rest,s3' }, 'node-flags': { type: 'string' } } });
 const SERVER_FLAGS = (values['node-flags'] ?? '').split(' ').filter(Boolean);
@@ -35,10 +36,10 @@ const GIB = SIZE / 2 ** 30;
 interface ThreadSample {
   cpu: number;
   io: number;
-  nice: number;
+  name: string;
 }
 
-/** Every thread of `pid`: CPU seconds, bytes read and written (rchar + wchar), nice value. */
+/** Every thread of `pid`: CPU seconds, bytes read and written (rchar + wchar), name. */
 function threads(pid: number): Map<string, ThreadSample> {
   const out = new Map<string, ThreadSample>();
   for (const tid of readdirSync(`/proc/${pid}/task`)) {
@@ -47,7 +48,7 @@ function threads(pid: number): Map<string, ThreadSample> {
       const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
       const io = readFileSync(`/proc/${pid}/task/${tid}/io`, 'utf8');
       const bytes = (name: string) => Number(new RegExp(`^${name}: (\\d+)`, 'm').exec(io)?.[1] ?? 0);
-      out.set(tid, { cpu: (Number(f[11]) + Number(f[12])) / ticksPerSecond(), io: bytes('rchar') + bytes('wchar'), nice: Number(f[16]) });
+      out.set(tid, { cpu: (Number(f[11]) + Number(f[12])) / ticksPerSecond(), io: bytes('rchar') + bytes('wchar'), name: stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')) });
     } catch {
       // The thread ended meanwhile.
     }
@@ -117,9 +118,9 @@ try {
       const before = t0.get(tid);
       const cpu = s.cpu - (before?.cpu ?? 0);
       const io = s.io - (before?.io ?? 0);
-      if (process.env.W1_THREADS_DEBUG && cpu > 0.01) console.log(`   thread ${tid}: ${cpu.toFixed(2)} s CPU, ${(io / 2 ** 20).toFixed(0)} MiB read or written, nice ${s.nice}`);
+      if (process.env.W1_THREADS_DEBUG && cpu > 0.01) console.log(`   thread ${tid}: ${cpu.toFixed(2)} s CPU, ${(io / 2 ** 20).toFixed(0)} MiB read or written, ${s.name}`);
       if (tid === String(pid)) split.main += cpu;
-      else if (s.nice === 19) split.digest += cpu;
+      else if (s.name === DIGEST_THREAD_NAME) split.digest += cpu;
       else if (io > 1024 * 1024) split.files += cpu;
       else split.other += cpu;
     }

@@ -4,11 +4,11 @@ import { createHash, randomBytes } from 'node:crypto';
 import { Readable } from 'node:stream';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { OffThreadDigest, stopDigestThread } from '../src/util/digest-thread.js';
+import { DIGEST_THREAD_NAME, OffThreadDigest, stopDigestThread } from '../src/util/digest-thread.js';
 import { receive } from '../src/domain/receive.js';
 import { ByteMeter } from '../src/domain/byte-meter.js';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { isAppError } from '../src/errors.js';
 
@@ -61,19 +61,52 @@ describe('digests on the digest thread', () => {
     assert.deepEqual(await d.digest(), createHash('sha256').update(data).digest());
   });
 
-  it('runs at the lowest scheduling priority (Linux: nice 19 on its own thread, the main thread unchanged)', { skip: process.platform !== 'linux' && 'thread priorities are set on Linux only' }, async (t) => {
+  it('runs on named threads at the priority of the process (Linux: files-rest-hash, the same nice value as the main thread)', { skip: process.platform !== 'linux' && 'thread names are set on Linux only' }, async () => {
     const d = new OffThreadDigest('sha256');
     feed(d, randomBytes(2 * MiB), [MiB]);
     await d.digest();
-    const nice = (path: string) => {
-      const stat = readFileSync(path, 'utf8');
-      return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16]);
+    const stat = (id: string) => {
+      const text = readFileSync(`/proc/self/task/${id}/stat`, 'utf8');
+      return { name: text.slice(text.indexOf('(') + 1, text.lastIndexOf(')')), nice: Number(text.slice(text.lastIndexOf(')') + 2).split(' ')[16]) };
     };
-    const base = nice(`/proc/self/task/${process.pid}/stat`);
-    if (base === 19) return t.skip('the test process already runs at nice 19');
-    const niced = readdirSync('/proc/self/task').filter((id) => nice(`/proc/self/task/${id}/stat`) === 19);
-    assert.equal(niced.length, 1, 'one thread, the digest thread, at nice 19');
-    assert.ok(readdirSync('/proc/self/task').filter((id) => nice(`/proc/self/task/${id}/stat`) === base).includes(String(process.pid)), 'the main thread keeps the priority it had');
+    const named = readdirSync('/proc/self/task').map(stat).filter((t) => t.name === DIGEST_THREAD_NAME);
+    assert.ok(named.length >= 1, 'a thread named files-rest-hash');
+    // Niced, a thread that computes every large body's MD5 starved on a busy machine (12 MiB/s).
+    for (const t of named) assert.equal(t.nice, stat(String(process.pid)).nice, 'the priority of the process');
+  });
+
+  it('computes several digests from one batch, and a meter with MD5 and SHA-256 computes them side by side on two threads', { skip: availableParallelism() < 2 && 'one digest thread on a 1-core machine' }, async () => {
+    const data = randomBytes(3 * MiB + 5);
+    const both = new OffThreadDigest('md5', 'sha256', 'sha1');
+    feed(both, data, [65536, 999]);
+    assert.deepEqual(await both.digests(), ['md5', 'sha256', 'sha1'].map((a) => createHash(a).update(data).digest()));
+    const meter = new ByteMeter({ limit: null, limitError: () => new Error('limit'), expected: null, extraDigests: ['sha256'] });
+    meter.resume();
+    const done = once(meter, 'finish');
+    for (let at = 0; at < data.length; at += 65536) meter.write(data.subarray(at, at + 65536));
+    meter.end();
+    await done;
+    await meter.settle();
+    assert.equal(meter.checksum(), `md5:${createHash('md5').update(data).digest('hex')}`);
+    assert.deepEqual(meter.digest('sha256'), createHash('sha256').update(data).digest());
+    if (process.platform === 'linux') {
+      const names = readdirSync('/proc/self/task').map((id) => readFileSync(`/proc/self/task/${id}/comm`, 'utf8').trim());
+      assert.equal(names.filter((n) => n === DIGEST_THREAD_NAME).length, 2, 'two digest threads');
+    }
+  });
+
+  it('a meter asked for MD5 off the thread hashes nothing on it and gives the checksum only after settle', async () => {
+    for (const size of [0, 100, MiB + 1, 2 * MiB]) {
+      const data = randomBytes(size);
+      const meter = new ByteMeter({ limit: null, limitError: () => new Error('limit'), expected: null, md5OffThread: true });
+      meter.resume();
+      const done = once(meter, 'finish');
+      meter.end(data);
+      await done;
+      assert.throws(() => meter.checksum(), /settle/);
+      await meter.settle();
+      assert.equal(meter.checksum(), `md5:${createHash('md5').update(data).digest('hex')}`, `${size} bytes`);
+    }
   });
 
   it('a byte meter torn down while it waits for the thread ends cleanly, and the thread serves the next digest', async () => {

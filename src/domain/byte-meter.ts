@@ -25,37 +25,49 @@ export interface MeterOptions {
   extraDigests?: readonly DigestAlgorithm[];
   /** Fed every byte too. */
   observers?: readonly ByteObserver[];
+  /** MD5 on the digest thread even when no other digest is asked for (the caller calls `settle`). */
+  md5OffThread?: boolean;
 }
 
 /**
  * The receiving pipeline's middle piece: counts bytes, enforces the size limit and the announced size
- * as they pass (refusing with the catalogue's errors), and hashes them: MD5 here, the other digests
- * on the digest thread (`settle` collects them once every byte has passed).
+ * as they pass (refusing with the catalogue's errors), and hashes them. MD5 alone is computed here;
+ * when a door asks for more (a signed S3 payload's SHA-256), MD5 and the others are all computed on
+ * the digest thread from the same batches, so the HTTP thread hashes nothing (`settle` collects
+ * them once every byte has passed).
  */
 export class ByteMeter extends Transform {
   bytes = 0;
-  readonly #md5: Hash = createHash('md5');
-  readonly #extra = new Map<DigestAlgorithm, OffThreadDigest>();
+  /** MD5 here, when nothing goes to the digest thread. */
+  readonly #md5: Hash | null = null;
+  /** Otherwise MD5 and the others on the digest threads, MD5 on its own (they run side by side). */
+  readonly #off: OffThreadDigest[] = [];
   #digests: Map<DigestAlgorithm, Buffer> | null = null;
 
   constructor(private readonly opts: MeterOptions) {
     super({ highWaterMark: 1024 * 1024 });
-    for (const a of opts.extraDigests ?? []) if (a !== 'md5' && !this.#extra.has(a)) this.#extra.set(a, new OffThreadDigest(a));
+    const extra = [...new Set(opts.extraDigests ?? [])].filter((a) => a !== 'md5');
+    if (extra.length > 0 || opts.md5OffThread) {
+      this.#off.push(new OffThreadDigest('md5'));
+      if (extra.length > 0) this.#off.push(new OffThreadDigest(extra[0]!, ...extra.slice(1)));
+    } else this.#md5 = createHash('md5');
   }
 
   override _transform(chunk: Buffer, _enc: BufferEncoding, cb: TransformCallback): void {
     this.bytes += chunk.length;
     if (this.opts.limit !== null && this.bytes > this.opts.limit) return cb(this.opts.limitError());
     if (this.opts.expected !== null && this.bytes > this.opts.expected) return cb(new AppError('FILE_LARGER_THAN_EXPECTED'));
-    this.#md5.update(chunk);
-    for (const h of this.#extra.values()) h.update(chunk);
     for (const o of this.opts.observers ?? []) o.update(chunk);
-    // A digest thread that has fallen behind holds the next bytes back (bounded memory).
-    for (const h of this.#extra.values()) {
-      const wait = h.behind();
-      if (wait) {
-        void wait.then(() => cb(null, chunk));
-        return;
+    if (this.#md5) this.#md5.update(chunk);
+    else {
+      for (const d of this.#off) d.update(chunk);
+      // A digest thread that has fallen behind holds the next bytes back (bounded memory).
+      for (const d of this.#off) {
+        const wait = d.behind();
+        if (wait) {
+          void wait.then(() => cb(null, chunk));
+          return;
+        }
       }
     }
     cb(null, chunk);
@@ -74,22 +86,26 @@ export class ByteMeter extends Transform {
 
   /** Lets go of the digests still being computed (a receipt that failed). */
   dropDigests(): void {
-    for (const h of this.#extra.values()) h.dispose();
+    for (const d of this.#off) d.dispose();
   }
 
   /** Collects every digest once every byte has passed (the digest thread's included). */
   async settle(): Promise<void> {
     if (this.#digests) return;
-    const digests = new Map<DigestAlgorithm, Buffer>([['md5', this.#md5.digest()]]);
-    for (const [a, h] of this.#extra) digests.set(a, await h.digest());
-    this.#digests = digests;
+    if (this.#md5) this.#digests = new Map([['md5', this.#md5.digest()]]);
+    else {
+      const digests = new Map<DigestAlgorithm, Buffer>();
+      const values = await Promise.all(this.#off.map((d) => d.digests()));
+      this.#off.forEach((d, i) => d.algorithms.forEach((a, j) => digests.set(a, values[i]![j]!)));
+      this.#digests = digests;
+    }
   }
 
-  /** Digest of everything that passed: MD5 at any time once every byte has, the others after `settle`. */
+  /** Digest of everything that passed: MD5 at any time once every byte has (unless it is off the thread), the others after `settle`. */
   digest(algorithm: DigestAlgorithm): Buffer {
     if (!this.#digests) {
-      if (this.#extra.size > 0) throw new Error('ByteMeter: settle() before digest()');
-      this.#digests = new Map([['md5', this.#md5.digest()]]);
+      if (!this.#md5) throw new Error('ByteMeter: settle() before digest()');
+      this.#digests = new Map([['md5', this.#md5!.digest()]]);
     }
     const d = this.#digests.get(algorithm);
     if (!d) throw new Error(`digest ${algorithm} was not computed`);

@@ -67,6 +67,7 @@ export async function receive<T>(input: ReceiveInput<T>): Promise<Received<T>> {
     expected: input.expected,
     extraDigests: [...(input.extraDigests ?? []), ...(input.expectedDigests ?? []).map((d) => d.algorithm)],
     observers: input.observers,
+    md5OffThread: true,
   });
   const origin = input.origin ?? 'client';
   const source = origin === 'client' ? new Tap(input.source) : input.source;

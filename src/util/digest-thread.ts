@@ -1,20 +1,25 @@
 /**
- * A digest computed on another thread, for the digests a receipt computes besides MD5 (a signed S3
- * payload's SHA-256, a Content-SHA1 …): SHA-256 on the HTTP thread cost a 1 GiB signed upload about
- * 15 % of its speed when the disk kept up. The chunks are kept as they come until 1 MiB has
- * arrived, then copied once into a batch whose memory is handed to one shared worker; a body that
- * never reaches 1 MiB is hashed here at the end, as cheap as before (no batch allocated for it).
+ * Digests computed on another thread: a received body's MD5 (the stored checksum) and whatever
+ * else a door checks over the same bytes (a signed S3 payload's SHA-256, a Content-SHA1 …), all
+ * from one batch each time. MD5 on the HTTP thread cost it 1.2 s of CPU per GiB (OpenSSL's MD5
+ * runs at about 900 MB/s here) and left it the bottleneck of a large upload; SHA-256 there cost a
+ * signed upload about 15 % more. The chunks are kept as they come until 1 MiB has arrived, then
+ * copied once into a batch whose memory is handed to one shared worker; a body that never reaches
+ * 1 MiB is hashed here at the end, as cheap as hashing it as it came (no batch allocated for it).
  * The worker hands each batch's memory back once hashed, and it is used again: a fresh 1 MiB
  * buffer per batch made V8 collect garbage for every few MiB of external memory (0.3–0.4 s of
- * CPU per GiB on the GC threads, measured per thread). The worker runs at the lowest priority
- * (digest-worker.ts); a digest with MAX_IN_FLIGHT batches not yet hashed says so (`behind`), and
- * its byte meter stops taking bytes until the worker catches up: memory stays bounded when the
- * machine is too busy to give the worker its share.
+ * CPU per GiB on the GC threads, measured per thread). A digest with MAX_IN_FLIGHT batches not
+ * yet hashed says so (`behind`), and its byte meter stops taking bytes until the worker catches
+ * up: memory stays bounded when the worker falls behind.
  * If the worker stops, every digest it held fails when asked for (never while bytes are fed: that
  * runs inside a stream's write, where a throw would take the process down).
  */
 import { createHash } from 'node:crypto';
+import { availableParallelism } from 'node:os';
 import { Worker } from 'node:worker_threads';
+
+/** The digest thread's name on Linux (`top -H`, /proc/PID/task/TID/comm; at most 15 bytes). */
+export const DIGEST_THREAD_NAME = 'files-rest-hash';
 
 const BATCH = 1024 * 1024;
 /** Size of a reused batch buffer: a batch is 1 MiB and at most one chunk more. */
@@ -24,15 +29,15 @@ const MAX_IN_FLIGHT = 8;
 /** Batch buffers kept for reuse; past this the ones handed back are let go. */
 const SPARE_MAX = 8;
 
-type Reply = { type: 'digest'; id: number; digest: Uint8Array } | { type: 'free'; id: number; data: ArrayBuffer };
+type Reply = { type: 'digest'; id: number; digests: Uint8Array[] } | { type: 'free'; id: number; data: ArrayBuffer };
 
-/** Per digest with batches in flight: how many, and who waits for that number to drop. */
-const inFlight = new Map<number, { batches: number; wake: (() => void) | null }>();
+/** Digest threads at most: two, so a signed upload's MD5 and SHA-256 run side by side (one on a 1-core machine). */
+const THREADS = Math.min(2, availableParallelism());
 
-let worker: Worker | null = null;
 let nextId = 0;
-const waiting = new Map<number, { resolve: (d: Buffer) => void; reject: (e: unknown) => void }>();
-/** Batch buffers handed back by the worker, ready for the next batch. */
+/** Algorithm names Node's crypto accepted. */
+const known = new Set<string>();
+/** Batch buffers handed back by the workers, ready for the next batch. */
 const spare: ArrayBuffer[] = [];
 
 /** Memory for a batch of `size` bytes: a spare buffer when one is large enough. */
@@ -41,25 +46,34 @@ function batchBuffer(size: number): ArrayBuffer {
   return new ArrayBuffer(size);
 }
 
-function thread(): Worker {
-  if (!worker) {
-    const w = new Worker(new URL('./digest-worker.js', import.meta.url));
+/** One worker and the digests it holds. */
+class DigestThread {
+  readonly worker: Worker;
+  alive = true;
+  /** Digests whose state the worker holds (a batch went to it; not yet finished or dropped). */
+  held = 0;
+  /** Per digest with batches in flight: how many, and who waits for that number to drop. */
+  readonly inFlight = new Map<number, { batches: number; wake: (() => void) | null }>();
+  readonly waiting = new Map<number, { resolve: (d: Buffer[]) => void; reject: (e: unknown) => void }>();
+
+  constructor(slot: number) {
+    const w = new Worker(new URL('./digest-worker.js', import.meta.url), { workerData: { name: DIGEST_THREAD_NAME } });
+    this.worker = w;
     w.on('message', (r: Reply) => {
       if (r.type === 'free') {
         if (r.data.byteLength === BATCH_BUFFER && spare.length < SPARE_MAX) spare.push(r.data);
-        const f = inFlight.get(r.id);
+        const f = this.inFlight.get(r.id);
         if (f && --f.batches < MAX_IN_FLIGHT) {
-          if (f.batches === 0) inFlight.delete(r.id);
+          if (f.batches === 0) this.inFlight.delete(r.id);
           const wake = f.wake;
           f.wake = null;
           wake?.();
         }
-        idle(w);
-        return;
+      } else {
+        this.waiting.get(r.id)?.resolve(r.digests.map((d) => Buffer.from(d.buffer, d.byteOffset, d.byteLength)));
+        this.waiting.delete(r.id);
       }
-      waiting.get(r.id)?.resolve(Buffer.from(r.digest.buffer, r.digest.byteOffset, r.digest.byteLength));
-      waiting.delete(r.id);
-      idle(w);
+      this.idle();
     });
     let failure: unknown;
     w.on('error', (e) => {
@@ -67,41 +81,66 @@ function thread(): Worker {
     });
     // 'exit' follows an 'error' too.
     w.on('exit', () => {
-      for (const p of waiting.values()) p.reject(new Error('the digest thread stopped', { cause: failure }));
-      waiting.clear();
+      this.alive = false;
+      for (const p of this.waiting.values()) p.reject(new Error('the digest thread stopped', { cause: failure }));
+      this.waiting.clear();
       // Feeders waiting for it go on (their digests fail when asked for).
-      for (const f of inFlight.values()) f.wake?.();
-      inFlight.clear();
-      if (worker === w) worker = null;
+      for (const f of this.inFlight.values()) f.wake?.();
+      this.inFlight.clear();
+      if (pool[slot] === this) pool[slot] = null;
     });
     // Unreferenced only now: adding a 'message' listener to a worker references it again (it
     // then kept every process that had used it alive, a test run or a command, after its work).
     w.unref();
-    worker = w;
   }
-  return worker;
+
+  /** The thread keeps the process alive while it has work (a caller awaits a digest), never when idle. */
+  busy(): void {
+    this.worker.ref();
+  }
+
+  idle(): void {
+    if (this.inFlight.size === 0 && this.waiting.size === 0) this.worker.unref();
+  }
 }
 
-/** The thread keeps the process alive while it has work (a caller awaits a digest), never when idle. */
-function busy(w: Worker): void {
-  w.ref();
-}
+const pool: (DigestThread | null)[] = [];
 
-function idle(w: Worker): void {
-  if (inFlight.size === 0 && waiting.size === 0) w.unref();
+/** The thread for a digest's first batch: an idle one, else a new one while there is room, else the least loaded. */
+function pick(): DigestThread {
+  let least: DigestThread | null = null;
+  let free = -1;
+  for (let i = 0; i < THREADS; i++) {
+    const t = pool[i];
+    if (!t) free = free < 0 ? i : free;
+    else if (!least || t.held < least.held) least = t;
+  }
+  if (least && (least.held === 0 || free < 0)) return least;
+  const t = new DigestThread(free);
+  pool[free] = t;
+  return t;
 }
 
 export class OffThreadDigest {
   readonly #id = ++nextId;
+  /** The digests computed over the same bytes, from one batch each time (e.g. MD5 and SHA-256). */
+  readonly algorithms: readonly string[];
   /** Bytes not yet sent: the chunks as given (kept, not copied), `#pending` bytes in all. */
   #chunks: Uint8Array[] = [];
   #pending = 0;
-  /** The worker holding this digest's state, once a batch went to it. */
-  #sent: Worker | null = null;
+  /** The thread holding this digest's state, once a batch went to it. */
+  #sent: DigestThread | null = null;
   #done = false;
 
-  constructor(readonly algorithm: string) {
-    createHash(algorithm); // an unknown algorithm fails here, not in the worker
+  constructor(...algorithms: [string, ...string[]]) {
+    // An unknown algorithm fails here, not in the worker (checked once per name).
+    for (const a of algorithms) {
+      if (!known.has(a)) {
+        createHash(a);
+        known.add(a);
+      }
+    }
+    this.algorithms = algorithms;
   }
 
   update(chunk: Uint8Array): void {
@@ -113,7 +152,7 @@ export class OffThreadDigest {
 
   /** True once the worker that holds this digest's state has stopped: the digest is lost. */
   #lost(): boolean {
-    return this.#sent !== null && this.#sent !== worker;
+    return this.#sent !== null && !this.#sent.alive;
   }
 
   /** Sends what is pending as one batch: copied once into memory that is then handed over. */
@@ -123,8 +162,11 @@ export class OffThreadDigest {
       this.#pending = 0;
       return;
     }
-    const w = this.#sent ?? thread();
-    this.#sent = w;
+    if (!this.#sent) {
+      this.#sent = pick();
+      this.#sent.held++;
+    }
+    const t = this.#sent;
     const data = batchBuffer(this.#pending);
     const batch = new Uint8Array(data);
     let at = 0;
@@ -134,11 +176,11 @@ export class OffThreadDigest {
     }
     this.#chunks = [];
     this.#pending = 0;
-    const f = inFlight.get(this.#id);
+    const f = t.inFlight.get(this.#id);
     if (f) f.batches++;
-    else inFlight.set(this.#id, { batches: 1, wake: null });
-    busy(w);
-    w.postMessage({ type: 'update', id: this.#id, algorithm: this.algorithm, data, length: at }, [data]);
+    else t.inFlight.set(this.#id, { batches: 1, wake: null });
+    t.busy();
+    t.worker.postMessage({ type: 'update', id: this.#id, algorithms: this.algorithms, data, length: at }, [data]);
   }
 
   /**
@@ -146,7 +188,7 @@ export class OffThreadDigest {
    * caught up (fewer than MAX_IN_FLIGHT of this digest's batches left to hash), or has stopped.
    */
   behind(): Promise<void> | null {
-    const f = inFlight.get(this.#id);
+    const f = this.#sent?.inFlight.get(this.#id);
     if (!f || f.batches < MAX_IN_FLIGHT || this.#lost()) return null;
     return new Promise((resolve) => {
       const prev = f.wake;
@@ -157,23 +199,32 @@ export class OffThreadDigest {
     });
   }
 
-  /** The digest of every byte given; call once. */
-  digest(): Promise<Buffer> {
+  /** The digest of every byte given, by the first algorithm; call once (this or `digests`). */
+  async digest(): Promise<Buffer> {
+    return (await this.digests())[0]!;
+  }
+
+  /** The digests of every byte given, one per algorithm in the constructor's order; call once. */
+  digests(): Promise<Buffer[]> {
     this.#done = true;
     if (this.#sent === null) {
       // Never a whole batch: hashed here, at once (as cheap as hashing as it came).
-      const h = createHash(this.algorithm);
-      for (const c of this.#chunks) h.update(c);
+      const out = this.algorithms.map((a) => {
+        const h = createHash(a);
+        for (const c of this.#chunks) h.update(c);
+        return h.digest();
+      });
       this.#chunks = [];
-      return Promise.resolve(h.digest());
+      return Promise.resolve(out);
     }
     if (this.#pending > 0) this.#post();
     if (this.#lost()) return Promise.reject(new Error('the digest thread stopped'));
-    const w = this.#sent;
+    const t = this.#sent;
+    t.held--;
     return new Promise((resolve, reject) => {
-      waiting.set(this.#id, { resolve, reject });
-      busy(w);
-      w.postMessage({ type: 'finish', id: this.#id, algorithm: this.algorithm });
+      t.waiting.set(this.#id, { resolve, reject });
+      t.busy();
+      t.worker.postMessage({ type: 'finish', id: this.#id, algorithms: this.algorithms });
     });
   }
 
@@ -182,17 +233,20 @@ export class OffThreadDigest {
     if (this.#done) return;
     this.#done = true;
     this.#chunks = [];
-    const f = inFlight.get(this.#id);
+    const t = this.#sent;
+    if (t === null) return;
+    t.held--;
+    const f = t.inFlight.get(this.#id);
     f?.wake?.();
-    inFlight.delete(this.#id);
-    if (this.#sent !== null && !this.#lost()) {
-      this.#sent.postMessage({ type: 'drop', id: this.#id });
-      idle(this.#sent);
+    t.inFlight.delete(this.#id);
+    if (t.alive) {
+      t.worker.postMessage({ type: 'drop', id: this.#id });
+      t.idle();
     }
   }
 }
 
 /** Stops the digest thread (tests: what a thread that dies does to the digests it held). The next batch starts a new one. */
 export async function stopDigestThread(): Promise<void> {
-  if (worker) await worker.terminate();
+  await Promise.all(pool.map((t) => t?.worker.terminate()));
 }

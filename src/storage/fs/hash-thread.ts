@@ -3,8 +3,10 @@
  * ranges of a local file, in the order it is told. Only the whole file's MD5: each byte is hashed
  * once here (the part's own MD5 was computed as it arrived). Hashing here keeps the main thread (HTTP) free:
  * on a 2-core machine the whole-file digest is computed on the other core while parts arrive.
+ * On Linux the thread names itself (files-rest-md5: `top -H`).
  */
-import { parentPort } from 'node:worker_threads';
+import { writeFileSync } from 'node:fs';
+import { parentPort, workerData } from 'node:worker_threads';
 import { createHash, type Hash } from 'node:crypto';
 import { open } from 'node:fs/promises';
 
@@ -12,6 +14,14 @@ type Msg =
   | { type: 'range'; seq: number; id: string; path: string; start: number; end: number }
   | { type: 'digest'; seq: number; id: string }
   | { type: 'drop'; id: string };
+
+if (process.platform === 'linux') {
+  try {
+    writeFileSync('/proc/thread-self/comm', String((workerData as { name: string }).name));
+  } catch {
+    // No /proc: the thread keeps its inherited name.
+  }
+}
 
 const hashes = new Map<string, Hash>();
 const BUF = Buffer.allocUnsafe(1024 * 1024);

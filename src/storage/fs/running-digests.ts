@@ -26,8 +26,7 @@ export class HashThreadDigests implements RunningDigests {
 
   #thread(): Worker {
     if (!this.#worker) {
-      const w = new Worker(new URL('./hash-thread.js', import.meta.url));
-      w.unref();
+      const w = new Worker(new URL('./hash-thread.js', import.meta.url), { workerData: { name: 'files-rest-md5' } });
       w.on('message', (r: Reply) => {
         this.#waiting.get(r.seq)?.(r);
         this.#waiting.delete(r.seq);
@@ -40,6 +39,7 @@ export class HashThreadDigests implements RunningDigests {
         this.#waiting.clear();
         if (this.#worker === w) this.#worker = null;
       });
+      // Referenced (a 'message' listener references a worker): the backend's close() ends it.
       this.#worker = w;
     }
     return this.#worker;
