@@ -31,9 +31,10 @@ export interface MeterOptions {
 
 /**
  * The receiving pipeline's middle piece: counts bytes, enforces the size limit and the announced size
- * as they pass (refusing with the catalogue's errors), and hashes them. MD5 alone is computed here;
- * when a door asks for more (a signed S3 payload's SHA-256), MD5 and the others are all computed on
- * the digest thread from the same batches, so the HTTP thread hashes nothing (`settle` collects
+ * as they pass (refusing with the catalogue's errors), and hashes them. MD5 is computed here unless
+ * the caller asks for it off the thread (`md5OffThread`, as every receipt does) or a door asks for
+ * more (a signed S3 payload's SHA-256); then MD5 runs on one digest thread and the others on a
+ * second, side by side, and the HTTP thread hashes nothing of a body past 1 MiB (`settle` collects
  * them once every byte has passed).
  */
 export class ByteMeter extends Transform {
@@ -105,7 +106,7 @@ export class ByteMeter extends Transform {
   digest(algorithm: DigestAlgorithm): Buffer {
     if (!this.#digests) {
       if (!this.#md5) throw new Error('ByteMeter: settle() before digest()');
-      this.#digests = new Map([['md5', this.#md5!.digest()]]);
+      this.#digests = new Map([['md5', this.#md5.digest()]]);
     }
     const d = this.#digests.get(algorithm);
     if (!d) throw new Error(`digest ${algorithm} was not computed`);

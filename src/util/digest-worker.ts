@@ -9,17 +9,11 @@
  * HTTP thread). On Linux it names itself (`/proc/thread-self/comm`), so `top -H` and
  * bench/w1-threads.ts tell it apart.
  */
-import { writeFileSync } from 'node:fs';
 import { parentPort, workerData } from 'node:worker_threads';
+import { nameThisThread } from './thread-name.js';
 import { createHash, type Hash } from 'node:crypto';
 
-if (process.platform === 'linux') {
-  try {
-    writeFileSync('/proc/thread-self/comm', String((workerData as { name: string }).name));
-  } catch {
-    // No /proc: the thread keeps its inherited name.
-  }
-}
+nameThisThread(String((workerData as { name: string }).name));
 
 type Msg =
   | { type: 'update'; id: number; algorithms: string[]; data: ArrayBuffer; length: number }

@@ -5,8 +5,8 @@
  * on a 2-core machine the whole-file digest is computed on the other core while parts arrive.
  * On Linux the thread names itself (files-rest-md5: `top -H`).
  */
-import { writeFileSync } from 'node:fs';
 import { parentPort, workerData } from 'node:worker_threads';
+import { nameThisThread } from '../../util/thread-name.js';
 import { createHash, type Hash } from 'node:crypto';
 import { open } from 'node:fs/promises';
 
@@ -15,13 +15,7 @@ type Msg =
   | { type: 'digest'; seq: number; id: string }
   | { type: 'drop'; id: string };
 
-if (process.platform === 'linux') {
-  try {
-    writeFileSync('/proc/thread-self/comm', String((workerData as { name: string }).name));
-  } catch {
-    // No /proc: the thread keeps its inherited name.
-  }
-}
+nameThisThread(String((workerData as { name: string }).name));
 
 const hashes = new Map<string, Hash>();
 const BUF = Buffer.allocUnsafe(1024 * 1024);
