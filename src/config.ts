@@ -63,6 +63,11 @@ export interface Config {
   readonly dbPoolSize: number;
   /** Bytes of a SQLite database file read through a memory map (0: none, every page is read with pread). */
   readonly sqliteMmapSize: number;
+  /**
+   * Uploads announcing at most this many bytes are kept in the database, committed with their
+   * metadata (one WAL flush shared by many uploads), instead of as files in the location; 0: never.
+   */
+  readonly inlineMaxSize: number;
   /** FILES_REST_SQLITE_DRIVER: better-sqlite3 (default) or node (node:sqlite, Node.js 22.5+). */
   readonly sqliteDriver: 'better-sqlite3' | 'node';
   /** Milliseconds a PostgreSQL statement may run (0: no limit); a query without an answer for 5 s more fails too. */
@@ -147,6 +152,9 @@ export class ConfigError extends Error {
 }
 
 /** Every variable this service reads. FILES_REST_* names not listed here are refused (typo protection). */
+/** FILES_REST_INLINE_MAX_SIZE's default: see the README's "Small objects in the database". */
+export const DEFAULT_INLINE_MAX_SIZE = 64 * 1024;
+
 const KNOWN = new Set([
   'HOST', 'PORT', 'DATABASE_URL', 'MAX_CONTENT_LENGTH', 'LOG_LEVEL',
   'FILES_REST_URL_PREFIX', 'FILES_REST_BASE_URL', 'FILES_REST_DATA_DIR', 'FILES_REST_AUTO_LOCATION',
@@ -156,7 +164,7 @@ const KNOWN = new Set([
   'FILES_REST_XSENDFILE_ENABLED', 'FILES_REST_STORAGE_FACTORY', 'FILES_REST_STORAGE_PATH_SPLIT_LENGTH',
   'FILES_REST_STORAGE_PATH_DIMENSIONS', 'FILES_REST_ALLOW_RANGE_REQUESTS',
   'FILES_REST_MULTIPART_ABORT_ON_PART_FAILURE', 'FILES_REST_SHUTDOWN_GRACE', 'FILES_REST_BODY_IDLE_TIMEOUT', 'FILES_REST_TASK_POLL_INTERVAL', 'FILES_REST_TASK_LEASE',
-  'FILES_REST_DB_POOL_SIZE', 'FILES_REST_DB_STATEMENT_TIMEOUT', 'FILES_REST_SQLITE_MMAP_SIZE', 'FILES_REST_SQLITE_DRIVER', 'FILES_REST_DB_CONNECT_TIMEOUT', 'FILES_REST_DB_PREPARED_STATEMENTS', 'FILES_REST_METRICS',
+  'FILES_REST_DB_POOL_SIZE', 'FILES_REST_DB_STATEMENT_TIMEOUT', 'FILES_REST_SQLITE_MMAP_SIZE', 'FILES_REST_INLINE_MAX_SIZE', 'FILES_REST_SQLITE_DRIVER', 'FILES_REST_DB_CONNECT_TIMEOUT', 'FILES_REST_DB_PREPARED_STATEMENTS', 'FILES_REST_METRICS',
   'FILES_REST_MIGRATION_BYTES_PER_SECOND', 'FILES_REST_MIGRATION_GRACE', 'FILES_REST_CHECKSUM_VERIFY_PERIOD',
   'FILES_REST_CHECKSUM_VERIFY_INTERVAL', 'FILES_REST_CHECKSUM_VERIFY_MAX_FILES', 'FILES_REST_CHECKSUM_VERIFY_MAX_BYTES',
   'FILES_REST_SERVE_CORRUPTED_FILES',
@@ -439,6 +447,7 @@ export function loadConfig(env: Env = process.env): Config {
     dbPreparedStatements: flag(env, 'FILES_REST_DB_PREPARED_STATEMENTS', true),
     dbConnectTimeout: requiredInteger(env, 'FILES_REST_DB_CONNECT_TIMEOUT', 5_000, { min: 1 }),
     sqliteMmapSize: requiredInteger(env, 'FILES_REST_SQLITE_MMAP_SIZE', 1024 ** 3, { min: 0 }),
+    inlineMaxSize: requiredInteger(env, 'FILES_REST_INLINE_MAX_SIZE', DEFAULT_INLINE_MAX_SIZE, { min: 0, max: 1024 * 1024 }),
     sqliteDriver: sqliteDriverSetting(env),
     metrics: flag(env, 'FILES_REST_METRICS', true),
     logLevel,

@@ -87,7 +87,7 @@ export interface OpenCoreOptions {
 /** Opens the database (migrating it), the storage backends, the queue and the signals. */
 export async function openCore(config: Config, log: Logger = createLogger(config), sender: unknown = null, opts: OpenCoreOptions = {}): Promise<Core> {
   const database = await openDatabaseFor(config, opts.create !== false);
-  const storage = await createStorage(config);
+  const storage = await createStorage(config, database.db);
   const queue = new TaskQueue(database.db, database.dialect);
   const signals = new Signals(sender, log);
   const hasher = new UploadHasher(database.db, log);

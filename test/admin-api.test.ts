@@ -10,8 +10,11 @@ import { createToken } from '../src/auth/tokens.js';
 import { createLocation } from '../src/domain/locations.js';
 import { verifyFile } from '../src/domain/integrity.js';
 import { getTask } from '../src/domain/tasks.js';
-import { startTestServer, testStorage, type TestServer } from './support/server.js';
+import { startTestServer, testStorage, type TestServer, storeSmallObjectsAsFiles } from './support/server.js';
 import { put, req, waitFor } from './support/http.js';
+
+// These tests read, damage or count the files of uploads by path: small uploads too are files here.
+storeSmallObjectsAsFiles();
 
 const auth = (token: string) => ({ authorization: `Bearer ${token}` });
 

@@ -18,9 +18,12 @@ import { createToken } from '../src/auth/tokens.js';
 import { createLocation } from '../src/domain/locations.js';
 import { verifyFile } from '../src/domain/integrity.js';
 import { getTask } from '../src/domain/tasks.js';
-import { startTestServer, testStorage, type TestServer } from './support/server.js';
+import { startTestServer, testStorage, type TestServer, storeSmallObjectsAsFiles } from './support/server.js';
 import { put, req, waitFor } from './support/http.js';
 import { findOrInstall, type Found } from './support/system.js';
+
+// These tests read, damage or count the files of uploads by path: small uploads too are files here.
+storeSmallObjectsAsFiles();
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const SHOTS = join(ROOT, 'test-output', 'console');

@@ -6,7 +6,9 @@
 //   directory fsync'ed (so the rename survives), all before the response;
 // - SQLite: the last write to the WAL before the response (the commit) is followed by an fdatasync
 //   of the WAL before the response (on PostgreSQL the commit's flush is the database server's);
-// - a multipart part: its write to the upload's file is fsync'ed before its response.
+// - a multipart part: its write to the upload's file is fsync'ed before its response;
+// - a small object kept in the database (FILES_REST_INLINE_MAX_SIZE): no file is written, and
+//   (SQLite) the WAL write of its commit is flushed before the response.
 // One request at a time, so the system calls between two responses belong to the second request.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -95,7 +97,7 @@ describe('durability: every acknowledgement comes after its flushes (strace)', (
       // No background worker: its polling would add WAL flushes that are nobody's acknowledgement.
       // Its own process group: the traced server is killed with strace (a SIGKILLed strace detaches
       // its tracees, which would run on).
-      { env: { PATH: process.env.PATH ?? '', ...env.env, LOG_LEVEL: 'warn', FILES_REST_WORKER: '0', FILES_REST_MULTIPART_CHUNKSIZE_MIN: '1024' }, stdio: ['ignore', 'pipe', 'pipe'], detached: true },
+      { env: { PATH: process.env.PATH ?? '', ...env.env, LOG_LEVEL: 'warn', FILES_REST_WORKER: '0', FILES_REST_MULTIPART_CHUNKSIZE_MIN: '1024', FILES_REST_INLINE_MAX_SIZE: '1024' }, stdio: ['ignore', 'pipe', 'pipe'], detached: true },
     );
     let out = '';
     url = await new Promise<string>((resolve, reject) => {
@@ -130,7 +132,7 @@ describe('durability: every acknowledgement comes after its flushes (strace)', (
     if (env) await rm(env.dir, { recursive: true, force: true });
   });
 
-  it('PUT: file fsync, rename, directory fsync, and (SQLite) the WAL flush, all before the 200', async (t) => {
+  it('PUT of a file (above FILES_REST_INLINE_MAX_SIZE): file fsync, rename, directory fsync, and (SQLite) the WAL flush, all before the 200', async (t) => {
     if (!found.path) return t.skip(found.skip);
     const bucket = ((await (await fetch(`${url}/files`, { method: 'POST', headers: { connection: 'close' } })).json()) as { id: string }).id;
     const puts = 8;
@@ -161,6 +163,33 @@ describe('durability: every acknowledgement comes after its flushes (strace)', (
           if ((c.name === 'pwrite64' || c.name === 'pwritev') && c.text.includes('-wal>')) lastWalWrite = i;
         });
         assert.ok(lastWalWrite > dirSync, `PUT ${n}: the metadata is committed after the file is in place`);
+        const walSync = seg.findIndex((c, i) => i > lastWalWrite && (c.name === 'fdatasync' || c.name === 'fsync') && c.text.includes('-wal>'));
+        assert.ok(walSync > lastWalWrite, `PUT ${n}: the WAL holding the commit is flushed before the 200`);
+      }
+    }
+  });
+
+  it('PUT of a small object kept in the database: no file written, and (SQLite) the WAL write of its commit flushed before the 200', async (t) => {
+    if (!found.path) return t.skip(found.skip);
+    const bucket = ((await (await fetch(`${url}/files`, { method: 'POST', headers: { connection: 'close' } })).json()) as { id: string }).id;
+    const puts = 8;
+    const before = (await traceWith(traceFile, 0)).responses.length;
+    for (let i = 0; i < puts; i++) {
+      const r = await fetch(`${url}/files/${bucket}/small-${i}.txt`, { method: 'PUT', body: `small object ${i}`.repeat(20), headers: { connection: 'close' } });
+      assert.equal(r.status, 200);
+    }
+    const { calls, responses } = await traceWith(traceFile, before + puts);
+    const mine = responses.slice(-puts);
+    for (const [n, end] of mine.entries()) {
+      const seg = calls.slice(responses[responses.indexOf(end) - 1]! + 1, end);
+      const dataWrite = seg.find((c) => /^(write|writev|pwrite64|pwritev)$/.test(c.name) && /\/data(\.[^>]*)?>/.test(c.text));
+      assert.equal(dataWrite, undefined, `PUT ${n}: no file of the location is written`);
+      if (testDatabase() === 'sqlite') {
+        let lastWalWrite = -1;
+        seg.forEach((c, i) => {
+          if ((c.name === 'pwrite64' || c.name === 'pwritev') && c.text.includes('-wal>')) lastWalWrite = i;
+        });
+        assert.ok(lastWalWrite >= 0, `PUT ${n}: its commit (bytes and metadata) is written to the WAL`);
         const walSync = seg.findIndex((c, i) => i > lastWalWrite && (c.name === 'fdatasync' || c.name === 'fsync') && c.text.includes('-wal>'));
         assert.ok(walSync > lastWalWrite, `PUT ${n}: the WAL holding the commit is flushed before the 200`);
       }

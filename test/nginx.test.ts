@@ -8,7 +8,7 @@ import { existsSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startTestServer, type TestServer } from './support/server.js';
+import { startTestServer, type TestServer, storeSmallObjectsAsFiles } from './support/server.js';
 import { createBucket, md5, put, req, waitFor } from './support/http.js';
 import { patternBuffer } from './support/bytes.js';
 import { findOrInstall, type Found } from './support/system.js';
@@ -17,6 +17,9 @@ import { startTestS3, type TestS3 } from './support/s3.js';
 import { createLocation, listLocations } from '../src/domain/locations.js';
 import { createToken } from '../src/auth/tokens.js';
 import type { SignalDetailsMap } from '../src/domain/signals.js';
+
+// These tests read, damage or count the files of uploads by path: small uploads too are files here.
+storeSmallObjectsAsFiles();
 
 /** Headers that must reach the client through nginx exactly as files-rest would send them itself. */
 const SAME_HEADERS = ['content-type', 'content-disposition', 'cache-control', ...ACCEL_COPIED_HEADERS.map((h) => h.toLowerCase())].filter(

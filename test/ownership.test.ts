@@ -11,8 +11,11 @@ import { databaseId, OWNER_MARKER } from '../src/domain/location-owner.js';
 import { isAppError } from '../src/errors.js';
 import { newId } from '../src/util/ids.js';
 import { nowMicros } from '../src/util/time.js';
-import { startTestServer, storedFiles, testEnvironment, type TestServer } from './support/server.js';
+import { startTestServer, storedFiles, testEnvironment, type TestServer, storeSmallObjectsAsFiles } from './support/server.js';
 import { createBucket, put, req } from './support/http.js';
+
+// These tests read, damage or count the files of uploads by path: small uploads too are files here.
+storeSmallObjectsAsFiles();
 
 /** A second, empty database of the run's kind (SQLite file or PostgreSQL database), opened as `serve` would. */
 async function secondCore(extra: Record<string, string> = {}): Promise<{ core: Core; env: Record<string, string>; close(): Promise<void> }> {

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { readFile, rename, rm, truncate, unlink, writeFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import { join } from 'node:path';
-import { startTestServer, type TestServer } from './support/server.js';
+import { startTestServer, type TestServer, storeSmallObjectsAsFiles } from './support/server.js';
 import { createBucket, md5, put, req, waitFor } from './support/http.js';
 import { createLocation } from '../src/domain/locations.js';
 import { copiesOf, fileStatus, filesBelowPolicy, fixityHistory, removeLocation, replicationLag, resolveFileRef, setBucketCopies, summariseFixity } from '../src/domain/replicas.js';
@@ -18,6 +18,9 @@ import { openCore, type Core } from '../src/service.js';
 import { runCli, spawnFilesRest, type ServerProcess } from './support/process.js';
 import { processEnv } from './support/fixtures.js';
 import { verifyFile } from '../src/domain/integrity.js';
+
+// These tests read, damage or count the files of uploads by path: small uploads too are files here.
+storeSmallObjectsAsFiles();
 
 function pathOf(uri: string): string {
   return uri.startsWith('file://') ? fileURLToPath(uri) : uri;

@@ -151,7 +151,8 @@ describe('S3 CopyObject, DeleteObjects, tagging', () => {
     const ctx = t.server.core.ctx;
     await s3.send(new CreateBucketCommand({ Bucket: 'near-src' }));
     await s3.send(new CreateBucketCommand({ Bucket: 'near-dst' }));
-    const body = randomBytes(30_000);
+    // Larger than FILES_REST_INLINE_MAX_SIZE's default: a file in a location, not a row in the database.
+    const body = randomBytes(70_000);
     const put = await s3.send(new PutObjectCommand({ Bucket: 'near-src', Key: 'k', Body: body }));
     // Earlier tests' hard deletes remove their bytes in the background: let them land first.
     await fileRemovalsSettled(t);
@@ -182,10 +183,10 @@ describe('S3 CopyObject, DeleteObjects, tagging', () => {
 
     // A source whose stored bytes no longer match their checksum is not copied: nothing is stored.
     if (testStorage() === 'fs') {
-      const bad = Buffer.from('x'.repeat(1000));
+      const bad = Buffer.from('x'.repeat(70_000)); // a file (above FILES_REST_INLINE_MAX_SIZE), damaged below by path
       const v = await s3.send(new PutObjectCommand({ Bucket: 'near-src', Key: 'rotten', Body: bad }));
       const file = (await findVersion(ctx.db, (await bucketOf('near-src')).id, 'rotten', v.VersionId!))!.file!;
-      await writeFile(file.uri!, Buffer.from('y'.repeat(1000)));
+      await writeFile(file.uri!, Buffer.from('y'.repeat(70_000)));
       // The hard delete above removes far-dst's bytes in the background: let that land first.
       await fileRemovalsSettled(t);
       const stored = await storedFiles(t);

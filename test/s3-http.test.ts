@@ -4,10 +4,13 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { ListObjectsV2Command } from '@aws-sdk/client-s3';
-import { startTestServer, type TestServer } from './support/server.js';
+import { startTestServer, type TestServer, storeSmallObjectsAsFiles } from './support/server.js';
 import { createBucket, md5, put, req, waitFor } from './support/http.js';
 import { startTestS3, type TestS3 } from './support/s3.js';
 import { createLocation } from '../src/domain/locations.js';
+
+// These tests count the objects the S3 storage holds: small uploads too are files (objects) there.
+storeSmallObjectsAsFiles();
 
 const BUCKET = 'files-rest-http';
 const PREFIX = 'service/data';

@@ -9,7 +9,7 @@ import { mkdir, mkdtemp, open, rmdir, unlink } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
-import { startTestServer, type TestServer } from './support/server.js';
+import { startTestServer, type TestServer, storeSmallObjectsAsFiles } from './support/server.js';
 import { createBucket, put, req, waitFor } from './support/http.js';
 import { filesUnder, patternStream } from './support/fixtures.js';
 import { ERRORS } from '../src/errors.js';
@@ -17,6 +17,9 @@ import { isStorageFull, StorageError } from '../src/storage/backend.js';
 import { toStorageError } from '../src/storage/s3/errors.js';
 import { receiveFailure } from '../src/domain/receive.js';
 import { ByteMeter } from '../src/domain/byte-meter.js';
+
+// These tests read, damage or count the files of uploads by path: small uploads too are files here.
+storeSmallObjectsAsFiles();
 
 const MiB = 1024 * 1024;
 

@@ -4,10 +4,13 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { startTestServer, type TestServer } from './support/server.js';
+import { startTestServer, type TestServer, storeSmallObjectsAsFiles } from './support/server.js';
 import { createBucket, put, req } from './support/http.js';
 import { filesUnder } from './support/fixtures.js';
 import { createLocation } from '../src/domain/locations.js';
+
+// These tests read, damage or count the files of uploads by path: small uploads too are files here.
+storeSmallObjectsAsFiles();
 
 describe('A storage backend of your own (FILES_REST_STORAGE_FACTORY=<module>)', () => {
   let s: TestServer;

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { appendFile, mkdir, readFile, truncate, unlink, utimes, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { startTestServer, type TestServer } from './support/server.js';
+import { startTestServer, type TestServer, storeSmallObjectsAsFiles } from './support/server.js';
 import { createBucket, md5, put, req, waitFor } from './support/http.js';
 import { filesUnder } from './support/fixtures.js';
 import { startTestS3, type TestS3 } from './support/s3.js';
@@ -14,6 +14,9 @@ import { createWorker } from '../src/service.js';
 import { reconcileStorage } from '../src/domain/reconcile.js';
 import { snapshotBucket, syncBuckets } from '../src/domain/snapshots.js';
 import { setBucketLocked } from '../src/domain/buckets.js';
+
+// These tests read, damage or count the files of uploads by path: small uploads too are files here.
+storeSmallObjectsAsFiles();
 
 function du(dir: string): number {
   return Number(execFileSync('du', ['-sb', dir]).toString().split('\t')[0]);

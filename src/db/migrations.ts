@@ -289,6 +289,16 @@ const migrations: Record<string, (dialect: Dialect) => Migration> = {
         .execute();
     },
   }),
+  '0009_inline_files': (dialect) => ({
+    async up(db: AnyDb) {
+      await db.schema
+        .createTable('inline_files')
+        .addColumn('uri', 'text', (c) => c.primaryKey())
+        .addColumn('data', dialect === 'postgres' ? 'bytea' : 'blob', (c) => c.notNull())
+        .addColumn('created', 'bigint', (c) => c.notNull())
+        .execute();
+    },
+  }),
 };
 
 class StaticProvider implements MigrationProvider {

@@ -229,6 +229,17 @@ export interface FixitySummaryTable {
   last_at: number;
 }
 
+/**
+ * The bytes of a small file instance kept in the database (storage/inline): written in the same
+ * transaction as the file instance's row, so one commit makes both durable.
+ */
+export interface InlineFileTable {
+  /** The file instance's URI (`inline:<file id>`). */
+  uri: string;
+  data: Buffer;
+  created: number;
+}
+
 export interface Database {
   database_identity: DatabaseIdentityTable;
   locations: LocationTable;
@@ -247,6 +258,7 @@ export interface Database {
   file_copies: FileCopyTable;
   fixity_events: FixityEventTable;
   fixity_summary: FixitySummaryTable;
+  inline_files: InlineFileTable;
 }
 
 /** A single-use signed upload URL that has been used (its nonce), kept until the URL expires. */

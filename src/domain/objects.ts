@@ -7,6 +7,7 @@ import { TRUE_LITERAL, type Executor } from '../db/schema.js';
 import type { ByteMeter, ByteObserver, DigestAlgorithm } from './byte-meter.js';
 import { receive, type ExpectedDigest } from './receive.js';
 import { newId } from '../util/ids.js';
+import { collect, INLINE_SCHEME, insertInlineFile } from '../storage/inline/inline-backend.js';
 import { nowMicros } from '../util/time.js';
 import { getLiveBucket } from './buckets.js';
 import { fileRequiredCopies, queueReplication, replicateFile, requiredCopies } from './replicas.js';
@@ -66,8 +67,11 @@ export async function putObject(ctx: DomainContext, input: PutObjectInput): Prom
   const bucket = await checkUploadAllowed(ctx, input.bucketId, input.key, input.declaredSize, input.precondition);
   const limit = tightestLimit(bucket);
   const location = await getLocationById(ctx.db, bucket.defaultLocation);
-  const backend = ctx.storage.forUri(location.uri);
   const fileId = newId();
+  // A small upload of announced size is kept in the database, written with its metadata in one
+  // commit (storage/inline); any other goes to the location's storage, bytes first.
+  const inline = ctx.config.inlineMaxSize > 0 && input.declaredSize !== null && input.declaredSize <= ctx.config.inlineMaxSize;
+  const backend = ctx.storage.forUri(inline ? INLINE_SCHEME : location.uri);
   const uri = backend.makeUri(location.uri, fileId);
 
   // A source that already failed (a door's decoder refused the body while the checks ran) would
@@ -75,12 +79,18 @@ export async function putObject(ctx: DomainContext, input: PutObjectInput): Prom
   if (input.source.destroyed || input.source.errored) {
     throw new AppError('CLIENT_DISCONNECTED', {}, { cause: input.source.errored ?? undefined });
   }
-  const received = await receive({
+  const received = await receive<{ size: number; content?: Buffer }>({
     source: input.source,
-    store: (body, signal) => backend.save(uri, body, { signal }),
-    // A file that was stored but failed its verification goes again (save cleans up its own failures).
+    store: inline
+      ? async (body, signal) => {
+          const content = await collect(body, signal);
+          return { size: content.length, content };
+        }
+      : (body, signal) => backend.save(uri, body, { signal }),
+    // A file that was stored but failed its verification goes again (save cleans up its own failures;
+    // an inline upload has written nothing yet).
     discard: async (stored) => {
-      if (stored) await backend.delete(uri);
+      if (stored && !inline) await backend.delete(uri);
     },
     onDiscardError: (err) => ctx.log.error({ err, uri }, 'could not remove the bytes of a refused upload'),
     limit: limit ? { bytes: limit.bytes, error: () => new AppError(limit.reason) } : null,
@@ -98,7 +108,7 @@ export async function putObject(ctx: DomainContext, input: PutObjectInput): Prom
     version = await commitNewVersion(ctx, {
       bucketId: bucket.id,
       key: input.key,
-      file: { id: fileId, locationId: location.id, uri, size: received.bytes, checksum: received.checksum },
+      file: { id: fileId, locationId: location.id, uri, size: received.bytes, checksum: received.checksum, content: received.stored.content },
       mimetype: chooseMimetype(input.key, input.contentType),
       tags: input.tags ?? {},
       precondition: input.precondition,
@@ -106,7 +116,8 @@ export async function putObject(ctx: DomainContext, input: PutObjectInput): Prom
     });
     ctx.signals.send('file-uploaded', { obj: version });
   } catch (e) {
-    await backend.delete(uri).catch((err) => ctx.log.error({ err, uri }, 'could not remove the bytes of a refused upload'));
+    // An inline upload's bytes went with its transaction, which did not commit.
+    if (!inline) await backend.delete(uri).catch((err) => ctx.log.error({ err, uri }, 'could not remove the bytes of a refused upload'));
     throw e;
   }
   // Committed: from here a failure leaves the version stored (COPIES_NOT_MADE says so).
@@ -145,6 +156,8 @@ export interface NewFile {
   uri: string;
   size: number;
   checksum: string;
+  /** The bytes of a file kept in the database (storage/inline), written in the commit's transaction. */
+  content?: Buffer;
 }
 
 /**
@@ -190,6 +203,7 @@ export async function commitNewVersion(
         { id: fileId, locationId: input.file.locationId, uri: input.file.uri, storageClass: bucket.defaultStorageClass, size, checksum: input.file.checksum, state: 'readable' },
         now,
       );
+      if (input.file.content) await insertInlineFile(tx, input.file.uri, input.file.content, now);
     }
     if (hooks.inTransaction) await hooks.inTransaction(tx);
     await retireHead.execute(tx, now, bucket.id, input.key);

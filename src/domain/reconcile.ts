@@ -67,7 +67,9 @@ export async function reconcileStorage(ctx: DomainContext, opts: { dryRun?: bool
           .execute();
         if (rows.length === 0) break;
         for (const r of rows) {
-          if (r.uri && (await backend.stat(r.uri)) === null) report.missing.push({ file_id: r.id, uri: r.uri, location: loc.name });
+          // A file kept in the database (storage/inline) belongs to the location without being in it.
+          const holder = r.uri ? ctx.storage.forUri(r.uri) : null;
+          if (holder?.stat && (await holder.stat(r.uri!)) === null) report.missing.push({ file_id: r.id, uri: r.uri!, location: loc.name });
         }
         after = rows[rows.length - 1]!.id;
       }

@@ -46,7 +46,10 @@ export function testS3Server(): 'fauxqs' | 'rgw' {
   return process.env.TEST_STORAGE === 'rgw' ? 'rgw' : 'fauxqs';
 }
 
-/** Every stored file of every location of a running server (through the backends: fs or S3), owner markers aside. */
+/**
+ * Every stored file of every location of a running server (through the backends: fs or S3), owner
+ * markers aside, and every small file kept in the database (`inline:` URIs, FILES_REST_INLINE_MAX_SIZE).
+ */
 export async function storedFiles(t: TestServer): Promise<string[]> {
   const { listLocations } = await import('../../src/domain/locations.js');
   const { isMarkerUri } = await import('../../src/domain/location-owner.js');
@@ -56,7 +59,17 @@ export async function storedFiles(t: TestServer): Promise<string[]> {
     const backend = ctx.storage.forUri(loc.uri);
     if (backend.list) for await (const f of backend.list(loc.uri)) if (!isMarkerUri(f.uri)) out.push(f.uri);
   }
+  for (const r of await ctx.db.selectFrom('inline_files').select('uri').execute()) out.push(r.uri);
   return out.sort();
+}
+
+/**
+ * For a test file about the files of a location (it reads, damages or counts them by path, or hands
+ * them to a proxy): every upload, however small, is stored as a file, as with
+ * FILES_REST_INLINE_MAX_SIZE=0. Small objects kept in the database have their own tests (inline.test.ts).
+ */
+export function storeSmallObjectsAsFiles(): void {
+  process.env.TEST_INLINE_MAX_SIZE = '0';
 }
 
 /**
@@ -124,6 +137,7 @@ export async function testEnvironment(
       FILES_REST_TASK_POLL_INTERVAL: '50',
       // The S3 door's default port (9000) would be shared by every test server: off unless a test asks (`auto`).
       FILES_REST_S3_PORT: 'off',
+      ...(process.env.TEST_INLINE_MAX_SIZE !== undefined ? { FILES_REST_INLINE_MAX_SIZE: process.env.TEST_INLINE_MAX_SIZE } : {}),
       // TEST_SQLITE_DRIVER=node runs the suite on node:sqlite instead of better-sqlite3.
       ...(process.env.TEST_SQLITE_DRIVER ? { FILES_REST_SQLITE_DRIVER: process.env.TEST_SQLITE_DRIVER } : {}),
     },
