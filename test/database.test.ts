@@ -8,7 +8,12 @@ import { isUniqueViolation, openDatabase, transaction, walDurability, type Datab
 import type { Tx } from '../src/db/schema.js';
 import { migrateToLatest } from '../src/db/migrations.js';
 import { loadConfig } from '../src/config.js';
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+
+async function waitUntil(ok: () => boolean, ms: number): Promise<void> {
+  for (const end = Date.now() + ms; !ok() && Date.now() < end; ) await new Promise((r) => setTimeout(r, 25));
+}
 import { findBucket } from '../src/domain/buckets.js';
 import { createPgDatabase, testDatabase } from './support/server.js';
 
@@ -90,6 +95,40 @@ describe('SQLite commits are flushed before they are acknowledged', () => {
     assert.equal(loadConfig({}).sqliteMmapSize, 1024 ** 3);
     assert.equal(loadConfig({ FILES_REST_SQLITE_MMAP_SIZE: '0' }).sqliteMmapSize, 0);
     assert.throws(() => loadConfig({ FILES_REST_SQLITE_MMAP_SIZE: '-1' }), /FILES_REST_SQLITE_MMAP_SIZE/);
+  });
+
+  it('checkpoints the WAL on a thread of its own: the connection does not (wal_autocheckpoint 0), the pages reach the database file, the thread ends with the handle', async () => {
+    const own = join(dir, 'checkpointed.db');
+    const threads = () =>
+      process.platform === 'linux'
+        ? readdirSync('/proc/self/task').filter((id) => {
+            try {
+              return readFileSync(`/proc/self/task/${id}/comm`, 'utf8').trim() === 'files-rest-ckpt';
+            } catch {
+              return false;
+            }
+          }).length
+        : 1;
+    // The suite's own handle has its thread too.
+    const others = threads();
+    const c = await openDatabase(`sqlite:${own}`, { sqliteDriver: testDriver() });
+    try {
+      assert.equal((await sql<{ wal_autocheckpoint: number }>`pragma wal_autocheckpoint`.execute(c.db)).rows[0]!.wal_autocheckpoint, 0);
+      await sql`create table blobs (id integer primary key, data blob not null)`.execute(c.db);
+      // About 8 MiB through the WAL, in commits of 256 KiB.
+      for (let i = 0; i < 32; i++) {
+        await transaction(c.db, async (tx) => {
+          for (let j = 0; j < 64; j++) await sql`insert into blobs (data) values (${randomBytes(4096)})`.execute(tx);
+        });
+      }
+      await waitUntil(() => statSync(own).size > 6 * 1024 * 1024, 5_000);
+      assert.ok(statSync(own).size > 6 * 1024 * 1024, `the database file holds the checkpointed pages (${statSync(own).size} bytes)`);
+      if (process.platform === 'linux') assert.equal(threads(), others + 1, 'a files-rest-ckpt thread runs for the handle');
+    } finally {
+      await c.close();
+    }
+    if (process.platform === 'linux') await waitUntil(() => threads() === others, 5_000);
+    assert.equal(threads(), process.platform === 'linux' ? others : 1, 'the thread ended with the handle');
   });
 
   const insertLocation = (db: Parameters<typeof transaction>[0], name: string) =>

@@ -6,7 +6,7 @@ import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { DIGEST_THREAD_NAME, OffThreadDigest, stopDigestThread } from '../src/util/digest-thread.js';
 import { receive } from '../src/domain/receive.js';
-import { ByteMeter } from '../src/domain/byte-meter.js';
+import { ByteMeter, HASH_HERE_MAX } from '../src/domain/byte-meter.js';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -107,6 +107,28 @@ describe('digests on the digest thread', () => {
       await meter.settle();
       assert.equal(meter.checksum(), `md5:${createHash('md5').update(data).digest('hex')}`, `${size} bytes`);
     }
+  });
+
+  it('a body announced at most HASH_HERE_MAX bytes is hashed on the receiving thread, every digest asked for, with no settle needed; one byte more goes to the digest threads', async () => {
+    for (const size of [0, 4096, HASH_HERE_MAX]) {
+      const data = randomBytes(size);
+      const meter = new ByteMeter({ limit: null, limitError: () => new Error('limit'), expected: size, md5OffThread: true, extraDigests: ['sha256', 'sha1'] });
+      meter.resume();
+      const done = once(meter, 'finish');
+      meter.end(data);
+      await done;
+      // Ready at once: nothing is waited for on another thread.
+      assert.equal(meter.checksum(), `md5:${createHash('md5').update(data).digest('hex')}`, `${size} bytes`);
+      assert.deepEqual(meter.digest('sha256'), createHash('sha256').update(data).digest());
+      assert.deepEqual(meter.digest('sha1'), createHash('sha1').update(data).digest());
+    }
+    const over = new ByteMeter({ limit: null, limitError: () => new Error('limit'), expected: HASH_HERE_MAX + 1, md5OffThread: true });
+    over.resume();
+    const done = once(over, 'finish');
+    over.end(randomBytes(HASH_HERE_MAX + 1));
+    await done;
+    assert.throws(() => over.checksum(), /settle/);
+    await over.settle();
   });
 
   it('a byte meter torn down while it waits for the thread ends cleanly, and the thread serves the next digest', async () => {

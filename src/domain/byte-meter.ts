@@ -29,18 +29,22 @@ export interface MeterOptions {
   md5OffThread?: boolean;
 }
 
+/** Bodies announced at most this size are hashed on the thread that receives them (see ByteMeter). */
+export const HASH_HERE_MAX = 64 * 1024;
+
 /**
  * The receiving pipeline's middle piece: counts bytes, enforces the size limit and the announced size
  * as they pass (refusing with the catalogue's errors), and hashes them. MD5 is computed here unless
  * the caller asks for it off the thread (`md5OffThread`, as every receipt does) or a door asks for
  * more (a signed S3 payload's SHA-256); then MD5 runs on one digest thread and the others on a
  * second, side by side, and the HTTP thread hashes nothing of a body past 1 MiB (`settle` collects
- * them once every byte has passed).
+ * them once every byte has passed). A body announced at most HASH_HERE_MAX bytes is hashed here
+ * whatever is asked: the digest threads are for bodies whose hashing would hold the HTTP thread.
  */
 export class ByteMeter extends Transform {
   bytes = 0;
-  /** MD5 here, when nothing goes to the digest thread. */
-  readonly #md5: Hash | null = null;
+  /** MD5 (and the others) here, when nothing goes to the digest threads. */
+  readonly #here: Map<DigestAlgorithm, Hash> | null = null;
   /** Otherwise MD5 and the others on the digest threads, MD5 on its own (they run side by side). */
   readonly #off: OffThreadDigest[] = [];
   #digests: Map<DigestAlgorithm, Buffer> | null = null;
@@ -48,10 +52,13 @@ export class ByteMeter extends Transform {
   constructor(private readonly opts: MeterOptions) {
     super({ highWaterMark: 1024 * 1024 });
     const extra = [...new Set(opts.extraDigests ?? [])].filter((a) => a !== 'md5');
-    if (extra.length > 0 || opts.md5OffThread) {
+    // A body announced at most HASH_HERE_MAX bytes is hashed here: a few microseconds of hashing,
+    // where a digest thread's round trip (two messages, a promise) costs more than the bytes.
+    const small = opts.expected !== null && opts.expected <= HASH_HERE_MAX;
+    if (!small && (extra.length > 0 || opts.md5OffThread)) {
       this.#off.push(new OffThreadDigest('md5'));
       if (extra.length > 0) this.#off.push(new OffThreadDigest(extra[0]!, ...extra.slice(1)));
-    } else this.#md5 = createHash('md5');
+    } else this.#here = new Map(['md5', ...extra].map((a) => [a, createHash(a)]));
   }
 
   override _transform(chunk: Buffer, _enc: BufferEncoding, cb: TransformCallback): void {
@@ -59,7 +66,7 @@ export class ByteMeter extends Transform {
     if (this.opts.limit !== null && this.bytes > this.opts.limit) return cb(this.opts.limitError());
     if (this.opts.expected !== null && this.bytes > this.opts.expected) return cb(new AppError('FILE_LARGER_THAN_EXPECTED'));
     for (const o of this.opts.observers ?? []) o.update(chunk);
-    if (this.#md5) this.#md5.update(chunk);
+    if (this.#here) for (const h of this.#here.values()) h.update(chunk);
     else {
       for (const d of this.#off) d.update(chunk);
       // A digest thread that has fallen behind holds the next bytes back (bounded memory).
@@ -93,7 +100,7 @@ export class ByteMeter extends Transform {
   /** Collects every digest once every byte has passed (the digest thread's included). */
   async settle(): Promise<void> {
     if (this.#digests) return;
-    if (this.#md5) this.#digests = new Map([['md5', this.#md5.digest()]]);
+    if (this.#here) this.#digests = this.#hereDigests();
     else {
       const digests = new Map<DigestAlgorithm, Buffer>();
       const values = await Promise.all(this.#off.map((d) => d.digests()));
@@ -105,12 +112,16 @@ export class ByteMeter extends Transform {
   /** Digest of everything that passed: MD5 at any time once every byte has (unless it is off the thread), the others after `settle`. */
   digest(algorithm: DigestAlgorithm): Buffer {
     if (!this.#digests) {
-      if (!this.#md5) throw new Error('ByteMeter: settle() before digest()');
-      this.#digests = new Map([['md5', this.#md5.digest()]]);
+      if (!this.#here) throw new Error('ByteMeter: settle() before digest()');
+      this.#digests = this.#hereDigests();
     }
     const d = this.#digests.get(algorithm);
     if (!d) throw new Error(`digest ${algorithm} was not computed`);
     return d;
+  }
+
+  #hereDigests(): Map<DigestAlgorithm, Buffer> {
+    return new Map([...this.#here!].map(([a, h]) => [a, h.digest()]));
   }
 
   /** The stored checksum form, `md5:<hex>`. */
