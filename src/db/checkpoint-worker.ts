@@ -1,10 +1,10 @@
 // The checkpoint thread (see checkpointer.ts): its own connection to the server's SQLite database,
-// a PASSIVE checkpoint every few milliseconds, nothing else.
+// a PASSIVE checkpoint every few milliseconds while there is something to copy, nothing else.
 import { parentPort, workerData } from 'node:worker_threads';
 import { openNodeSqlite, type SqliteConnection } from './node-sqlite.js';
 import { nameThisThread } from '../util/thread-name.js';
 
-const { file, driver, intervalMs } = workerData as { file: string; driver: 'better-sqlite3' | 'node'; intervalMs: number };
+const { file, driver, intervalMs, idleTicks } = workerData as { file: string; driver: 'better-sqlite3' | 'node'; intervalMs: number; idleTicks: number };
 nameThisThread('files-rest-ckpt');
 
 const db: Pick<SqliteConnection, 'prepare' | 'pragma' | 'close'> =
@@ -15,20 +15,37 @@ db.pragma('synchronous = NORMAL');
 const checkpoint = db.prepare('PRAGMA wal_checkpoint(PASSIVE)');
 
 let timer: NodeJS.Timeout | null = null;
+let quiet = 0;
+let lastLog = -1;
+
+function end(): void {
+  if (timer) clearTimeout(timer);
+  timer = null;
+  db.close();
+  parentPort!.close();
+}
+
 function tick(): void {
-  // SQLITE_BUSY (another process's checkpoint under way) is no failure: the next tick tries again.
+  timer = null;
   try {
-    checkpoint.all();
+    const row = checkpoint.all()[0] as { busy: number; log: number; checkpointed: number } | undefined;
+    // Nothing new: every frame of the WAL is in the database file, and the WAL did not move.
+    const idle = row !== undefined && row.log === row.checkpointed && row.log === lastLog;
+    lastLog = row?.log ?? -1;
+    quiet = idle ? quiet + 1 : 0;
   } catch (e) {
+    // SQLITE_BUSY (another process's checkpoint under way) is no failure: the next tick tries again.
     if (!/busy|locked/i.test(String((e as Error)?.message))) throw e;
+  }
+  if (quiet >= idleTicks) {
+    parentPort!.postMessage('idle');
+    end();
+    return;
   }
   timer = setTimeout(tick, intervalMs);
 }
 timer = setTimeout(tick, intervalMs);
 
 parentPort!.on('message', (m) => {
-  if (m !== 'stop') return;
-  if (timer) clearTimeout(timer);
-  db.close();
-  parentPort!.close();
+  if (m === 'stop') end();
 });

@@ -2,44 +2,73 @@ import { Worker } from 'node:worker_threads';
 
 /** How often the checkpoint thread copies the WAL's committed pages into the database file. */
 export const CHECKPOINT_INTERVAL_MS = 100;
+/** Checkpoints in a row with nothing to do after which the thread ends (it starts again with the next commit). */
+export const CHECKPOINT_IDLE_TICKS = 50;
 
 /**
  * SQLite's WAL checkpoints on a thread of their own. By default SQLite checkpoints inside the COMMIT
  * that takes the WAL past 1000 pages: on the connection's thread, the event loop here, which then
  * reads every page back from the WAL, writes it into the database file and fsyncs both, while no
- * request is served (a third of the SQLite I/O of the 4 KiB PUT benchmark). The server's connection
- * runs with `wal_autocheckpoint = 0`, and this thread's own connection to the same file runs a
- * PASSIVE checkpoint every CHECKPOINT_INTERVAL_MS: it never blocks a writer or a reader, copies only
- * what no reader still needs, and does nothing when there is nothing new. It flushes the WAL before
- * it copies (synchronous = NORMAL), as SQLite's own checkpoints do. If the thread fails, the
- * connection checkpoints by itself again (`onFailure`).
+ * request is served. The server's connection runs with `wal_autocheckpoint = 0`, and this thread's
+ * own connection to the same file runs a PASSIVE checkpoint every CHECKPOINT_INTERVAL_MS: it never
+ * blocks a writer or a reader, copies only what no reader still needs, and does nothing when there
+ * is nothing new. It flushes the WAL before it copies (synchronous = NORMAL), as SQLite's own
+ * checkpoints do.
+ *
+ * The thread (a V8 isolate, about 10 MB) runs only while there are writes: `wake()` after each
+ * commit starts it, and it ends after CHECKPOINT_IDLE_TICKS checkpoints in a row found nothing new,
+ * so an idle server holds none. If it fails, the connection checkpoints by itself again (`onFailure`).
  */
 export class Checkpointer {
-  readonly #worker: Worker;
+  #worker: Worker | null = null;
+  #failed = false;
   #stopped = false;
 
-  constructor(file: string, driver: 'better-sqlite3' | 'node', onFailure: (err: unknown) => void) {
-    this.#worker = new Worker(new URL('./checkpoint-worker.js', import.meta.url), {
-      workerData: { file, driver, intervalMs: CHECKPOINT_INTERVAL_MS },
+  constructor(
+    private readonly file: string,
+    private readonly driver: 'better-sqlite3' | 'node',
+    private readonly onFailure: (err: unknown) => void,
+  ) {}
+
+  /** Called after a commit: starts the thread unless it runs (or failed, or was stopped). */
+  wake(): void {
+    if (this.#worker || this.#failed || this.#stopped) return;
+    const worker = new Worker(new URL('./checkpoint-worker.js', import.meta.url), {
+      workerData: { file: this.file, driver: this.driver, intervalMs: CHECKPOINT_INTERVAL_MS, idleTicks: CHECKPOINT_IDLE_TICKS },
     });
+    this.#worker = worker;
     // It holds no request: the process may exit while it runs.
-    this.#worker.unref();
-    const failed = (err: unknown) => {
-      if (this.#stopped) return;
-      this.#stopped = true;
-      onFailure(err);
+    worker.unref();
+    let idle = false;
+    worker.on('message', (m) => {
+      if (m === 'idle') idle = true;
+    });
+    const fail = (err: unknown) => {
+      if (this.#failed || this.#stopped) return;
+      this.#failed = true;
+      this.onFailure(err);
     };
-    this.#worker.on('error', failed);
-    this.#worker.on('exit', (code) => failed(new Error(`the checkpoint thread exited (${code})`)));
+    worker.on('error', fail);
+    worker.on('exit', (code) => {
+      if (this.#worker === worker) this.#worker = null;
+      if (!(idle && code === 0)) fail(new Error(`the checkpoint thread exited (${code})`));
+    });
+  }
+
+  /** True while the thread runs (tests). */
+  get running(): boolean {
+    return this.#worker !== null;
   }
 
   /** Stops the thread (its connection closes; a checkpoint under way completes first). */
   async stop(): Promise<void> {
-    if (this.#stopped) return;
     this.#stopped = true;
+    const worker = this.#worker;
+    if (!worker) return;
     // Held until it has exited (unreferenced, the process could end while waiting for it).
-    this.#worker.ref();
-    this.#worker.postMessage('stop');
-    await new Promise((resolve) => this.#worker.once('exit', resolve));
+    worker.ref();
+    const exited = new Promise((resolve) => worker.once('exit', resolve));
+    worker.postMessage('stop');
+    await exited;
   }
 }

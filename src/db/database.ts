@@ -39,13 +39,16 @@ class ImmediateSqliteDriver extends SqliteDriver {
     return {
       executeQuery: async (q) => {
         const r = await inner.executeQuery(q);
-        if (d.needsSyncAfter(q.sql)) await d.sync();
+        // A write that changed no row (a task poll that found nothing) wrote nothing to flush.
+        if (d.needsSyncAfter(q.sql) && !(r.numAffectedRows === 0n && DML.test(q.sql))) await d.sync();
         return r;
       },
       streamQuery: (q, chunkSize) => inner.streamQuery(q, chunkSize),
     } as DatabaseConnection;
   }
 }
+
+const DML = /^\s*(insert|update|delete)\b/i;
 
 class ImmediateSqliteDialect extends SqliteDialect {
   readonly #config: ConstructorParameters<typeof SqliteDialect>[0];
@@ -61,7 +64,7 @@ class ImmediateSqliteDialect extends SqliteDialect {
 /** The part of better-sqlite3 that WalDurability uses. */
 interface SqliteHandle {
   readonly inTransaction: boolean;
-  prepare(text: string): { readonly reader: boolean };
+  prepare(text: string): { readonly reader: boolean; all(params?: readonly unknown[]): unknown[] };
 }
 
 /**
@@ -83,6 +86,8 @@ export class WalDurability {
   #dirSynced = false;
   /** Completed flushes (tests, observability). */
   flushes = 0;
+  /** Called after each flush (the checkpoint thread's wake-up). */
+  afterFlush: (() => void) | null = null;
   /** Set while a group commit holds the connection: its COMMIT is flushed by the group, after release. */
   deferCommit = false;
   constructor(private readonly sqlite: SqliteHandle, private readonly walPath: string | null) {}
@@ -96,6 +101,16 @@ export class WalDurability {
       return false;
     }
     return !/^\s*(rollback|release)\b/i.test(text);
+  }
+
+  /**
+   * Rows inserted, updated or deleted on the connection so far (SQLite's total_changes()): a group
+   * commit during which it did not move wrote nothing, and has nothing to flush (a task poll that
+   * found no task). Statements that change no row but the schema never run in a group.
+   */
+  totalChanges(): number {
+    const [row] = this.sqlite.prepare('select total_changes() as n').all() as { n: number | bigint }[];
+    return Number(row!.n);
   }
 
   /** Resolves once everything committed before the call is on stable storage. */
@@ -129,6 +144,7 @@ export class WalDurability {
         await h.close();
       }
       this.flushes++;
+      this.afterFlush?.();
       if (!this.#dirSynced) {
         // The WAL file's own directory entry, once: it is created on the first write after opening.
         const d = await open(dirname(this.walPath!), 'r');
@@ -248,6 +264,7 @@ export async function openDatabase(url: string, opts: DatabaseOptions = {}): Pro
       });
     }
     const durability = new WalDurability({ get inTransaction() { return sqlite.inTransaction; }, prepare: (t) => cached.prepare(t) }, inMemory ? null : `${resolve(file)}-wal`);
+    if (checkpointer) durability.afterFlush = () => checkpointer!.wake();
     const db = new Kysely<Database>({ dialect: new ImmediateSqliteDialect({ database: cached as unknown as SqliteDialectDatabase }, durability) });
     groupCommits.set(db, new GroupCommit(db, durability));
     durabilities.set(db, durability);
@@ -441,6 +458,7 @@ class GroupCommit {
     const batch = this.#pending.splice(0, this.maxBatch);
     const outcomes: Array<{ ok: true; value: unknown } | { ok: false; error: unknown }> = [];
     let failure: { error: unknown } | null = null;
+    const changesBefore = this.durability?.totalChanges() ?? 0;
     try {
       await this.db.transaction().execute(async (tx) => {
         // SQLite: this transaction's COMMIT is flushed below, once the connection is free for the next group.
@@ -475,7 +493,7 @@ class GroupCommit {
     }
     this.#kick();
     try {
-      await this.durability?.sync();
+      if (this.durability && this.durability.totalChanges() !== changesBefore) await this.durability.sync();
     } catch (e) {
       for (const item of batch) item.reject(e);
       return;
