@@ -21,7 +21,9 @@ const GiB = 1024 * MiB;
  * (2026-11-24; runs before it stayed under 150); since every large body's MD5 is computed on the
  * digest threads (session 11), each thread's V8 isolate adds about 10 MB (measured: 10.1 MB for an
  * idle worker, 12.7 with its first batches), and the same test measured 151-163 MB here; the
- * multipart bound is 240 MB for the same reason (192 and 216 measured, two threads). What an upload adds over the idle server is mostly
+ * multipart bound is 240 MB for the same reason (192 and 216 measured, two threads), 255 MB since
+ * SQLite's checkpoints have a thread of their own while there are writes (session 12: one more
+ * isolate, 243 MB measured in a full run). What an upload adds over the idle server is mostly
  * the dead 64 KiB socket buffers V8 frees only when external memory has grown by tens of MB (13-42
  * MB measured, README), so the peak varies by that much from run to run. A body that buffered with
  * the file's size would pass 1 GB, far beyond either bound. Each run prints its peak.
@@ -68,7 +70,7 @@ describe('Streaming: memory does not grow with the file size', () => {
     assert.ok(peak < 175 * MiB + NODE24_EXTRA, `peak RSS ${Math.round(peak / MiB)} MiB`);
   });
 
-  it('a 2 GiB multipart upload in 64 MiB parts, 4 at a time and out of order, stays under 240 MB and downloads byte-identical', async (t) => {
+  it('a 2 GiB multipart upload in 64 MiB parts, 4 at a time and out of order, stays under 255 MB and downloads byte-identical', async (t) => {
     const id = await createBucket(p.files);
     const size = 2 * GiB;
     const partSize = 64 * MiB;
@@ -109,6 +111,6 @@ describe('Streaming: memory does not grow with the file size', () => {
     assert.equal(listed.json.contents[0].checksum, `md5:${d.md5}`);
     const peak = p.peakRss();
     t.diagnostic(`peak RSS ${Math.round(peak / MiB)} MiB`);
-    assert.ok(peak < 240 * MiB + NODE24_EXTRA, `peak RSS ${Math.round(peak / MiB)} MiB`);
+    assert.ok(peak < 255 * MiB + NODE24_EXTRA, `peak RSS ${Math.round(peak / MiB)} MiB`);
   });
 });

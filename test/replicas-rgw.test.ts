@@ -17,7 +17,7 @@ import { readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import { Readable } from 'node:stream';
 import { CreateBucketCommand, GetObjectCommand, type S3Client } from '@aws-sdk/client-s3';
-import { startTestServer, testDatabase, type TestServer } from './support/server.js';
+import { startTestServer, testDatabase, type TestServer, storeSmallObjectsAsFiles } from './support/server.js';
 import { createBucket, md5, put, req, waitFor } from './support/http.js';
 import { runCli } from './support/process.js';
 import { startRgwCluster, type RgwCluster } from './support/rgw.js';
@@ -28,6 +28,9 @@ import { verifyFile } from '../src/domain/integrity.js';
 import { loadConfig } from '../src/config.js';
 import { createS3Client } from '../src/storage/s3/s3-backend.js';
 import { parseS3Uri } from '../src/storage/s3/uri.js';
+
+// These tests read the copies of uploads by path: small uploads too are files here.
+storeSmallObjectsAsFiles();
 
 const KiB = 1024;
 const MiB = 1024 * KiB;
