@@ -4,7 +4,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { sql } from 'kysely';
-import { CHECKPOINT_IDLE_TICKS, CHECKPOINT_INTERVAL_MS } from '../src/db/checkpointer.js';
+import { CHECKPOINT_IDLE_TICKS, CHECKPOINT_INTERVAL_MS, CHECKPOINT_START_COMMITS } from '../src/db/checkpointer.js';
 import { isUniqueViolation, openDatabase, transaction, walDurability, type DatabaseHandle, type WalDurability } from '../src/db/database.js';
 import type { Tx } from '../src/db/schema.js';
 import { migrateToLatest } from '../src/db/migrations.js';
@@ -98,7 +98,7 @@ describe('SQLite commits are flushed before they are acknowledged', () => {
     assert.throws(() => loadConfig({ FILES_REST_SQLITE_MMAP_SIZE: '-1' }), /FILES_REST_SQLITE_MMAP_SIZE/);
   });
 
-  it('checkpoints the WAL on a thread of its own while there are writes: the connection does not (wal_autocheckpoint 0), the pages reach the database file, the thread ends when idle and with the handle', async () => {
+  it('checkpoints the WAL on a thread of its own while there are writes: the connection does not (wal_autocheckpoint 0), the pages reach the database file, the thread ends when idle and with the handle, and starts again after enough commits', async () => {
     const own = join(dir, 'checkpointed.db');
     const threads = () =>
       process.platform === 'linux'
@@ -117,10 +117,10 @@ describe('SQLite commits are flushed before they are acknowledged', () => {
     try {
       assert.equal((await sql<{ wal_autocheckpoint: number }>`pragma wal_autocheckpoint`.execute(c.db)).rows[0]!.wal_autocheckpoint, 0);
       await sql`create table blobs (id integer primary key, data blob not null)`.execute(c.db);
-      // About 8 MiB through the WAL, in commits of 256 KiB.
-      for (let i = 0; i < 32; i++) {
+      // About 8 MiB through the WAL, in commits of 128 KiB.
+      for (let i = 0; i < 64; i++) {
         await transaction(c.db, async (tx) => {
-          for (let j = 0; j < 64; j++) await sql`insert into blobs (data) values (${randomBytes(4096)})`.execute(tx);
+          for (let j = 0; j < 32; j++) await sql`insert into blobs (data) values (${randomBytes(4096)})`.execute(tx);
         });
       }
       await waitUntil(() => threads() === 1, 5_000);
@@ -130,9 +130,12 @@ describe('SQLite commits are flushed before they are acknowledged', () => {
       if (linux) {
         await waitUntil(() => threads() === 0, (CHECKPOINT_IDLE_TICKS * CHECKPOINT_INTERVAL_MS) + 5_000);
         assert.equal(threads(), 0, 'the thread ended once nothing was new');
+        for (let i = 0; i < CHECKPOINT_START_COMMITS - 1; i++) await sql`insert into blobs (data) values (${randomBytes(10)})`.execute(c.db);
+        await new Promise((r) => setTimeout(r, 300));
+        assert.equal(threads(), 0, 'a few commits do not start it');
         await sql`insert into blobs (data) values (${randomBytes(10)})`.execute(c.db);
         await waitUntil(() => threads() === 1, 5_000);
-        assert.equal(threads(), 1, 'the next commit starts it again');
+        assert.equal(threads(), 1, `the ${CHECKPOINT_START_COMMITS}th commit since it ended starts it again`);
       }
     } finally {
       await c.close();

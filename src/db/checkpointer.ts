@@ -2,8 +2,10 @@ import { Worker } from 'node:worker_threads';
 
 /** How often the checkpoint thread copies the WAL's committed pages into the database file. */
 export const CHECKPOINT_INTERVAL_MS = 100;
-/** Checkpoints in a row with nothing to do after which the thread ends (it starts again with the next commit). */
+/** Checkpoints in a row with nothing to do after which the thread ends (it starts again with the next commits). */
 export const CHECKPOINT_IDLE_TICKS = 50;
+/** Commits flushed, since the thread last ran, that start it: a few commits leave a few pages in the WAL, not worth a thread. */
+export const CHECKPOINT_START_COMMITS = 64;
 
 /**
  * SQLite's WAL checkpoints on a thread of their own. By default SQLite checkpoints inside the COMMIT
@@ -16,11 +18,14 @@ export const CHECKPOINT_IDLE_TICKS = 50;
  * checkpoints do.
  *
  * The thread (a V8 isolate, about 10 MB) runs only while there are writes: `wake()` after each
- * commit starts it, and it ends after CHECKPOINT_IDLE_TICKS checkpoints in a row found nothing new,
- * so an idle server holds none. If it fails, the connection checkpoints by itself again (`onFailure`).
+ * commit's flush starts it once CHECKPOINT_START_COMMITS have been flushed since it last ran (the
+ * writes of a server's start do not), and it ends after CHECKPOINT_IDLE_TICKS checkpoints in a row
+ * found nothing new, so an idle server holds none. If it fails, the connection checkpoints by
+ * itself again (`onFailure`).
  */
 export class Checkpointer {
   #worker: Worker | null = null;
+  #commits = 0;
   #failed = false;
   #stopped = false;
 
@@ -33,6 +38,8 @@ export class Checkpointer {
   /** Called after a commit: starts the thread unless it runs (or failed, or was stopped). */
   wake(): void {
     if (this.#worker || this.#failed || this.#stopped) return;
+    if (++this.#commits < CHECKPOINT_START_COMMITS) return;
+    this.#commits = 0;
     const worker = new Worker(new URL('./checkpoint-worker.js', import.meta.url), {
       workerData: { file: this.file, driver: this.driver, intervalMs: CHECKPOINT_INTERVAL_MS, idleTicks: CHECKPOINT_IDLE_TICKS },
     });
