@@ -189,6 +189,15 @@ describe('SQLite commits are flushed before they are acknowledged', () => {
     before = wal.flushes;
     await h.db.selectFrom('locations').selectAll().execute();
     assert.equal(wal.flushes, before);
+    // A write that returns rows (RETURNING) is a write: flushed too.
+    before = wal.flushes;
+    const r = await h.db.updateTable('locations').set({ updated: 1 }).where('name', '=', 'alone').returning('name').execute();
+    assert.deepEqual(r, [{ name: 'alone' }]);
+    assert.equal(wal.flushes, before + 1, 'UPDATE … RETURNING flushed before it returns');
+    // One that changed no row wrote nothing: no flush.
+    before = wal.flushes;
+    await h.db.updateTable('locations').set({ updated: 2 }).where('name', '=', 'no-such-location').execute();
+    assert.equal(wal.flushes, before, 'an UPDATE that matched no row is not flushed');
   });
 
   it('a transaction run directly through Kysely is flushed before it returns', async () => {

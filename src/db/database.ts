@@ -95,7 +95,8 @@ export class WalDurability {
   /** True when a statement that just ran changed the database outside a transaction and must be flushed now. */
   needsSyncAfter(text: string): boolean {
     if (this.walPath === null || this.sqlite.inTransaction) return false;
-    if (this.sqlite.prepare(text).reader) return false;
+    // A statement that returns rows reads, unless it is a write with RETURNING.
+    if (this.sqlite.prepare(text).reader && !DML.test(text)) return false;
     if (this.deferCommit && /^\s*(commit|end)\b/i.test(text)) {
       this.deferCommit = false;
       return false;
