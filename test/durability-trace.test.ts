@@ -77,6 +77,20 @@ function groupAlive(pgid: number): boolean {
   }
 }
 
+/**
+ * The index of a request's last write to SQLite's WAL (its commit) in its segment of calls, after
+ * checking that an fdatasync (or fsync) of the WAL follows it within the segment; -1 when none.
+ */
+function walCommitFlushed(seg: Call[], n: number): number {
+  let lastWalWrite = -1;
+  seg.forEach((c, i) => {
+    if ((c.name === 'pwrite64' || c.name === 'pwritev') && c.text.includes('-wal>')) lastWalWrite = i;
+  });
+  const walSync = seg.findIndex((c, i) => i > lastWalWrite && (c.name === 'fdatasync' || c.name === 'fsync') && c.text.includes('-wal>'));
+  assert.ok(walSync > lastWalWrite, `PUT ${n}: the WAL holding the commit is flushed before the 200`);
+  return lastWalWrite;
+}
+
 describe('durability: every acknowledgement comes after its flushes (strace)', () => {
   let found: Found;
   let env: Awaited<ReturnType<typeof testEnvironment>>;
@@ -158,13 +172,8 @@ describe('durability: every acknowledgement comes after its flushes (strace)', (
       const dirSync = seg.findIndex((c, i) => i > renamed && c.name === 'fsync' && c.text.includes(`<${dir}>`));
       assert.ok(dirSync > renamed, `PUT ${n}: the directory is fsync'ed after the rename`);
       if (testDatabase() === 'sqlite') {
-        let lastWalWrite = -1;
-        seg.forEach((c, i) => {
-          if ((c.name === 'pwrite64' || c.name === 'pwritev') && c.text.includes('-wal>')) lastWalWrite = i;
-        });
+        const lastWalWrite = walCommitFlushed(seg, n);
         assert.ok(lastWalWrite > dirSync, `PUT ${n}: the metadata is committed after the file is in place`);
-        const walSync = seg.findIndex((c, i) => i > lastWalWrite && (c.name === 'fdatasync' || c.name === 'fsync') && c.text.includes('-wal>'));
-        assert.ok(walSync > lastWalWrite, `PUT ${n}: the WAL holding the commit is flushed before the 200`);
       }
     }
   });
@@ -185,13 +194,7 @@ describe('durability: every acknowledgement comes after its flushes (strace)', (
       const dataWrite = seg.find((c) => /^(write|writev|pwrite64|pwritev)$/.test(c.name) && /\/data(\.[^>]*)?>/.test(c.text));
       assert.equal(dataWrite, undefined, `PUT ${n}: no file of the location is written`);
       if (testDatabase() === 'sqlite') {
-        let lastWalWrite = -1;
-        seg.forEach((c, i) => {
-          if ((c.name === 'pwrite64' || c.name === 'pwritev') && c.text.includes('-wal>')) lastWalWrite = i;
-        });
-        assert.ok(lastWalWrite >= 0, `PUT ${n}: its commit (bytes and metadata) is written to the WAL`);
-        const walSync = seg.findIndex((c, i) => i > lastWalWrite && (c.name === 'fdatasync' || c.name === 'fsync') && c.text.includes('-wal>'));
-        assert.ok(walSync > lastWalWrite, `PUT ${n}: the WAL holding the commit is flushed before the 200`);
+        assert.ok(walCommitFlushed(seg, n) >= 0, `PUT ${n}: its commit (bytes and metadata) is written to the WAL`);
       }
     }
   });

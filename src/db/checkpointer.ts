@@ -62,11 +62,6 @@ export class Checkpointer {
     });
   }
 
-  /** True while the thread runs (tests). */
-  get running(): boolean {
-    return this.#worker !== null;
-  }
-
   /** Stops the thread (its connection closes; a checkpoint under way completes first). */
   async stop(): Promise<void> {
     this.#stopped = true;

@@ -39,8 +39,7 @@ class ImmediateSqliteDriver extends SqliteDriver {
     return {
       executeQuery: async (q) => {
         const r = await inner.executeQuery(q);
-        // A write that changed no row (a task poll that found nothing) wrote nothing to flush.
-        if (d.needsSyncAfter(q.sql) && !(r.numAffectedRows === 0n && DML.test(q.sql))) await d.sync();
+        if (d.needsSyncAfter(q.sql, r.numAffectedRows)) await d.sync();
         return r;
       },
       streamQuery: (q, chunkSize) => inner.streamQuery(q, chunkSize),
@@ -92,11 +91,17 @@ export class WalDurability {
   deferCommit = false;
   constructor(private readonly sqlite: SqliteHandle, private readonly walPath: string | null) {}
 
-  /** True when a statement that just ran changed the database outside a transaction and must be flushed now. */
-  needsSyncAfter(text: string): boolean {
+  /**
+   * True when a statement that just ran changed the database outside a transaction and must be
+   * flushed now; `affected` is the rows it changed, when the driver says.
+   */
+  needsSyncAfter(text: string, affected?: bigint): boolean {
     if (this.walPath === null || this.sqlite.inTransaction) return false;
-    // A statement that returns rows reads, unless it is a write with RETURNING.
-    if (this.sqlite.prepare(text).reader && !DML.test(text)) return false;
+    if (DML.test(text)) {
+      // A write, with RETURNING or not; one that changed no row (a task poll that found nothing) wrote nothing to flush.
+      return affected !== 0n;
+    }
+    if (this.sqlite.prepare(text).reader) return false;
     if (this.deferCommit && /^\s*(commit|end)\b/i.test(text)) {
       this.deferCommit = false;
       return false;
