@@ -1,8 +1,9 @@
-import { Readable } from 'node:stream';
+import type { Readable, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { AppError, isAppError } from '../errors.js';
 import { isStorageError, isStorageFull } from '../storage/backend.js';
 import { ByteMeter, type ByteObserver, type DigestAlgorithm } from './byte-meter.js';
+import { feed } from '../util/feed.js';
 
 /** A digest the sender announced, checked once every byte has arrived. */
 export interface ExpectedDigest {
@@ -56,7 +57,7 @@ export interface Received<T> {
 /**
  * Receives a stream into storage: the one way bytes arrive (a PUT, a multipart part, a migration's
  * copy; every door). The source flows through the byte meter (limits, announced size, digests) into
- * `store`, under `stream/promises.pipeline` with the signal; then the announced digests and the door's
+ * `store` (see `flow`), ended by the signal; then the announced digests and the door's
  * `verify` run. Any failure is decided by `receiveFailure` (one refusal per cause), `discard` removes
  * what was left, and nothing is committed: the caller commits only what this returns.
  */
@@ -70,9 +71,7 @@ export async function receive<T>(input: ReceiveInput<T>): Promise<Received<T>> {
     md5OffThread: true,
   });
   const origin = input.origin ?? 'client';
-  const source = origin === 'client' ? new Tap(input.source) : input.source;
-  const run = pipeline as unknown as (...args: unknown[]) => Promise<void>;
-  const feeding = run(source, ...(input.through ?? []), meter, input.signal ? { signal: input.signal } : {});
+  const feeding = flow(input.source, [...(input.through ?? []), meter], origin, input.signal);
   // Both settle before an answer: a failed write has cleaned up after itself by then.
   const [fed, stored] = await Promise.allSettled([feeding, input.store(meter, input.signal)]);
   if (fed.status === 'rejected' || stored.status === 'rejected') {
@@ -147,58 +146,20 @@ export function receiveFailure(f: {
   return first;
 }
 
-function prematureClose(): Error {
-  return Object.assign(new Error('the sender closed its stream before the end'), { code: 'ERR_STREAM_PREMATURE_CLOSE' });
-}
-
 /**
- * Reads a stream the receipt does not own. A failure downstream lets go of it (paused, listeners
- * removed) instead of destroying it: an HTTP request destroyed mid-body takes its socket along and
- * the refusal could never be sent. The source's failure, or its closing before the end, fails this.
+ * Runs the bytes from `source` through `stages` (the last one the meter). A client's stream is fed in
+ * (util/feed.ts): never destroyed, let go of on a failure, so the refusal can still be sent on its
+ * socket; the stages after the first, owned here, go under `stream.pipeline`. Another storage's stream
+ * is owned too: one pipeline for all. Settles when both parts have; the first failure is reported,
+ * the chain's first (it saw the fed failure too, or its own came first).
  */
-class Tap extends Readable {
-  readonly #src: Readable;
-
-  constructor(src: Readable) {
-    // It only relays: the meter after it holds the buffer that absorbs a slow storage.
-    super({ highWaterMark: 64 * 1024 });
-    this.#src = src;
-    src.on('data', this.#onData);
-    src.once('end', this.#onEnd);
-    src.on('error', this.#onError);
-    src.once('close', this.#onClose);
-    if (src.errored || (src.destroyed && !src.readableEnded)) process.nextTick(() => this.destroy((src.errored as Error | null) ?? prematureClose()));
-  }
-
-  #onData = (chunk: Buffer) => {
-    if (!this.push(chunk)) this.#src.pause();
-  };
-
-  #onEnd = () => {
-    this.push(null);
-  };
-
-  #onError = (e: Error) => {
-    this.destroy(e);
-  };
-
-  #onClose = () => {
-    if (!this.#src.readableEnded) this.destroy((this.#src.errored as Error | null) ?? prematureClose());
-  };
-
-  override _read(): void {
-    if (!this.#src.destroyed) this.#src.resume();
-  }
-
-  override _destroy(err: Error | null, cb: (err?: Error | null) => void): void {
-    const src = this.#src;
-    src.off('data', this.#onData);
-    src.off('end', this.#onEnd);
-    src.off('close', this.#onClose);
-    // A late failure of the source (its socket) must not be an uncaught exception.
-    src.off('error', this.#onError);
-    if (!src.destroyed && src.listenerCount('error') === 0) src.on('error', () => {});
-    if (!src.readableEnded) src.pause();
-    cb(err);
-  }
+async function flow(source: Readable, stages: NodeJS.ReadWriteStream[], origin: 'client' | 'storage', signal: AbortSignal | undefined): Promise<void> {
+  const run = pipeline as unknown as (...args: unknown[]) => Promise<void>;
+  const options = signal ? { signal } : {};
+  if (origin === 'storage') return run(source, ...stages, options);
+  const head = stages[0] as unknown as Writable;
+  if (stages.length === 1) return feed(source, head, signal);
+  const [fed, chained] = await Promise.allSettled([feed(source, head, signal), run(...stages, options)]);
+  if (chained.status === 'rejected') throw chained.reason;
+  if (fed.status === 'rejected') throw fed.reason;
 }
