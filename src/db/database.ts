@@ -426,6 +426,11 @@ class GroupCommit {
     private readonly maxBatch = 256,
     /** Called when the last transaction given to this group has been answered. */
     private readonly onIdle?: () => void,
+    /**
+     * Release a savepoint and open the next in one statement text (PostgreSQL's simple query runs
+     * several; SQLite's prepared statements take one). Each item then costs one round trip less.
+     */
+    private readonly combineSavepoints = false,
   ) {}
 
   run<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
@@ -473,11 +478,18 @@ class GroupCommit {
           outcomes.push({ ok: true, value: await batch[0]!.fn(tx) });
           return;
         }
-        for (const item of batch) {
-          await sql`savepoint group_item`.execute(tx);
+        // Set when the previous item's release also opened this item's savepoint.
+        let opened = false;
+        for (const [i, item] of batch.entries()) {
+          if (!opened) await sql`savepoint group_item`.execute(tx);
+          opened = false;
           try {
             const value = await item.fn(tx);
-            await sql`release group_item`.execute(tx);
+            if (this.combineSavepoints && i < batch.length - 1) {
+              // One round trip instead of two: PostgreSQL runs both in one simple query.
+              await sql.raw('release group_item; savepoint group_item').execute(tx);
+              opened = true;
+            } else await sql`release group_item`.execute(tx);
             outcomes.push({ ok: true, value });
           } catch (error) {
             await sql`rollback to group_item`.execute(tx);
@@ -532,9 +544,15 @@ class BucketGroups {
   run<T>(bucketId: string, fn: (tx: Tx) => Promise<T>): Promise<T> {
     let g = this.#groups.get(bucketId);
     if (!g) {
-      g = new GroupCommit(this.db, null, 256, () => {
-        if (this.#groups.get(bucketId) === g) this.#groups.delete(bucketId);
-      });
+      g = new GroupCommit(
+        this.db,
+        null,
+        256,
+        () => {
+          if (this.#groups.get(bucketId) === g) this.#groups.delete(bucketId);
+        },
+        true,
+      );
       this.#groups.set(bucketId, g);
     }
     return g.run(fn);

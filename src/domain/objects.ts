@@ -17,9 +17,9 @@ import { checkSize, tightestLimit } from './limits.js';
 import { getLocationById } from './locations.js';
 import { chooseMimetype } from './mimetype.js';
 import { keyTextProblem, validateKey, prefixUpperBound } from './keys.js';
-import type { Bucket, ListedVersion, ObjectVersion } from './models.js';
+import type { Bucket, FileInstance, ListedVersion, ObjectVersion } from './models.js';
 import { checkPrecondition, hasPrecondition, type Precondition } from './preconditions.js';
-import { LISTED_VERSION_COLUMNS, toListedVersion, toVersion, VERSION_WITH_FILE_COLUMNS, type ListedVersionRow, type VersionWithFileRow } from './rows.js';
+import { LISTED_VERSION_COLUMNS, toListedVersion, toVersion, toVersionOf, VERSION_COLUMNS, VERSION_WITH_FILE_COLUMNS, type ListedVersionRow, type VersionWithFileRow } from './rows.js';
 
 export type { ExpectedDigest } from './receive.js';
 
@@ -147,7 +147,7 @@ const insertHeadVersion = prepared(
       created,
       updated,
       metadata,
-    }),
+    }).returning(VERSION_COLUMNS),
 );
 
 export interface NewFile {
@@ -194,25 +194,26 @@ export async function commitNewVersion(
     const size = input.file.size;
     await addStored(tx, bucket, size, input.releaseReservation);
     let fileId: string;
+    // The new file instance as inserted: the version answered is built from it and the version's own
+    // row (RETURNING), without reading both back.
+    let inserted: FileInstance | null = null;
     if ('existingId' in input.file) {
       fileId = input.file.existingId;
     } else {
       fileId = input.file.id;
-      await insertFileInstance(
-        tx,
-        { id: fileId, locationId: input.file.locationId, uri: input.file.uri, storageClass: bucket.defaultStorageClass, size, checksum: input.file.checksum, state: 'readable' },
-        now,
-      );
+      const f = { id: fileId, locationId: input.file.locationId, uri: input.file.uri, storageClass: bucket.defaultStorageClass, size, checksum: input.file.checksum };
+      await insertFileInstance(tx, { ...f, state: 'readable' }, now);
+      inserted = { ...f, readable: true, writable: false, lastCheckAt: null, lastCheck: null, created: now, updated: now };
       if (input.file.content) await insertInlineFile(tx, input.file.uri, input.file.content, now);
     }
     if (hooks.inTransaction) await hooks.inTransaction(tx);
     await retireHead.execute(tx, now, bucket.id, input.key);
     // The metadata goes in with the row, not as a second statement in the write transaction.
     const metadata = input.metadata ? JSON.stringify(input.metadata) : null;
-    await insertHeadVersion.execute(tx, versionId, bucket.id, input.key, fileId, input.mimetype, JSON.stringify(input.tags), now, now, metadata);
+    const row = (await insertHeadVersion.first(tx, versionId, bucket.id, input.key, fileId, input.mimetype, JSON.stringify(input.tags), now, now, metadata))!;
     // The further copies the bucket's policy requires: the worker makes them (no lost replication after a crash).
     await queueReplication(ctx, tx, fileId, requiredCopies(ctx.config, bucket));
-    const version = (await findVersion(tx, bucket.id, input.key, versionId))!;
+    const version = inserted ? toVersionOf(row, inserted) : (await findVersion(tx, bucket.id, input.key, versionId))!;
     await ctx.outbox?.record(tx, 'file-uploaded', { obj: version });
     return version;
   }, { bucket: input.bucketId });
