@@ -4,7 +4,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { sql } from 'kysely';
-import { CHECKPOINT_IDLE_TICKS, CHECKPOINT_INTERVAL_MS, CHECKPOINT_START_COMMITS } from '../src/db/checkpointer.js';
+import { CHECKPOINT_IDLE_TICKS, CHECKPOINT_INTERVAL_MS, CHECKPOINT_START_COMMITS, WAL_RESTART_BYTES } from '../src/db/checkpointer.js';
 import { isUniqueViolation, openDatabase, transaction, walDurability, type DatabaseHandle, type WalDurability } from '../src/db/database.js';
 import type { Tx } from '../src/db/schema.js';
 import { migrateToLatest } from '../src/db/migrations.js';
@@ -141,6 +141,37 @@ describe('SQLite commits are flushed before they are acknowledged', () => {
       await c.close();
     }
     assert.equal(threads(), 0, 'the thread ended with the handle');
+  });
+
+  it('under steady writes the WAL starts over near WAL_RESTART_BYTES instead of growing with every commit, and is cut back to it', async () => {
+    const own = join(dir, 'steady.db');
+    const walFile = `${own}-wal`;
+    const c = await openDatabase(`sqlite:${own}`, { sqliteDriver: testDriver() });
+    try {
+      assert.equal((await sql<{ journal_size_limit: number }>`pragma journal_size_limit`.execute(c.db)).rows[0]!.journal_size_limit, WAL_RESTART_BYTES);
+      await sql`create table blobs (id integer primary key, data blob not null)`.execute(c.db);
+      // Four writers at once, never a pause: the passive checkpoints of the thread never reach the
+      // WAL's last frame. Five times the restart length goes through the WAL.
+      const total = 5 * WAL_RESTART_BYTES;
+      let written = 0;
+      let largest = 0;
+      const blob = randomBytes(4096);
+      const writer = async () => {
+        while (written < total) {
+          await transaction(c.db, async (tx) => {
+            for (let j = 0; j < 64; j++) await sql`insert into blobs (data) values (${blob})`.execute(tx);
+          });
+          written += 64 * 4096;
+          largest = Math.max(largest, statSync(walFile).size);
+        }
+      };
+      await Promise.all([writer(), writer(), writer(), writer()]);
+      assert.ok(largest <= 2 * WAL_RESTART_BYTES, `the WAL reached ${largest} bytes while ${written} went through it`);
+      const rows = (await sql<{ n: number }>`select count(*) as n from blobs`.execute(c.db)).rows[0]!.n;
+      assert.equal(rows, written / 4096, 'every row is there');
+    } finally {
+      await c.close();
+    }
   });
 
   const insertLocation = (db: Parameters<typeof transaction>[0], name: string) =>

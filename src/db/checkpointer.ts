@@ -4,6 +4,11 @@ import { Worker } from 'node:worker_threads';
 export const CHECKPOINT_INTERVAL_MS = 100;
 /** Checkpoints in a row with nothing to do after which the thread ends (it starts again with the next commits). */
 export const CHECKPOINT_IDLE_TICKS = 50;
+/**
+ * The WAL's length past which the thread restarts it (a RESTART checkpoint; see checkpoint-worker.ts),
+ * and the length SQLite cuts it back to once restarted (`journal_size_limit` of the server's connection).
+ */
+export const WAL_RESTART_BYTES = 64 * 1024 * 1024;
 /** Commits flushed, since the thread last ran, that start it: a few commits leave a few pages in the WAL, not worth a thread. */
 export const CHECKPOINT_START_COMMITS = 64;
 
@@ -15,7 +20,9 @@ export const CHECKPOINT_START_COMMITS = 64;
  * own connection to the same file runs a PASSIVE checkpoint every CHECKPOINT_INTERVAL_MS: it never
  * blocks a writer or a reader, copies only what no reader still needs, and does nothing when there
  * is nothing new. It flushes the WAL before it copies (synchronous = NORMAL), as SQLite's own
- * checkpoints do.
+ * checkpoints do. Once the WAL passes WAL_RESTART_BYTES it runs a RESTART checkpoint, which holds
+ * writers back for the copy of the last tick's commits and a sync, so that the WAL starts over
+ * (under steady writes a passive checkpoint never reaches its end, and the WAL would grow forever).
  *
  * The thread (a V8 isolate, about 10 MB) runs only while there are writes: `wake()` after each
  * commit's flush starts it once CHECKPOINT_START_COMMITS have been flushed since it last ran (the
@@ -41,7 +48,7 @@ export class Checkpointer {
     if (++this.#commits < CHECKPOINT_START_COMMITS) return;
     this.#commits = 0;
     const worker = new Worker(new URL('./checkpoint-worker.js', import.meta.url), {
-      workerData: { file: this.file, driver: this.driver, intervalMs: CHECKPOINT_INTERVAL_MS, idleTicks: CHECKPOINT_IDLE_TICKS },
+      workerData: { file: this.file, driver: this.driver, intervalMs: CHECKPOINT_INTERVAL_MS, idleTicks: CHECKPOINT_IDLE_TICKS, restartBytes: WAL_RESTART_BYTES },
     });
     this.#worker = worker;
     // It holds no request: the process may exit while it runs.

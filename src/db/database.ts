@@ -14,7 +14,7 @@ import {
 import type { Database, Db, Dialect, Executor, Tx } from './schema.js';
 import { DatabaseMissingError } from './presence.js';
 import { statementName } from './prepared.js';
-import { Checkpointer } from './checkpointer.js';
+import { Checkpointer, WAL_RESTART_BYTES } from './checkpointer.js';
 import { openNodeSqlite, type SqliteStatement } from './node-sqlite.js';
 
 type SqliteDialectDatabase = NonNullable<ConstructorParameters<typeof SqliteDialect>[0]['database']>;
@@ -260,6 +260,8 @@ export async function openDatabase(url: string, opts: DatabaseOptions = {}): Pro
     let checkpointer: Checkpointer | null = null;
     if (!inMemory && opts.checkpointThread !== false) {
       sqlite.pragma('wal_autocheckpoint = 0');
+      // Once the thread has restarted the WAL, the next commit cuts the file back to this length.
+      sqlite.pragma(`journal_size_limit = ${WAL_RESTART_BYTES}`);
       checkpointer = new Checkpointer(resolve(file), opts.sqliteDriver ?? 'better-sqlite3', (err) => {
         process.emitWarning(`files-rest: SQLite's checkpoint thread stopped (${String((err as Error)?.message ?? err)}); checkpoints run inside commits again`);
         try {
