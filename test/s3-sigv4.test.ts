@@ -22,7 +22,7 @@ import { Sha256 } from '@smithy/core/checksum';
 import { HttpRequest, HttpResponse, buildQueryString } from '@smithy/core/protocols';
 import { Crc32, Crc32c, Crc64Nvme } from '@aws-sdk/checksums/crc';
 import { S3Error, isS3Error, renderS3ErrorXml, xmlEscape } from '../src/s3/errors.js';
-import { canonicalUri, formatLongDate, parseLongDate, parseSigV4, verifySigV4, type SigV4Input, type VerifiedSigV4 } from '../src/s3/sigv4.js';
+import { canonicalUri, formatLongDate, headersFromRaw, parseLongDate, parseSigV4, verifySigV4, type SigV4Input, type VerifiedSigV4 } from '../src/s3/sigv4.js';
 import { signingKey, signingKeyCacheSize } from '../src/s3/signing-key.js';
 import { AwsChunkedDecoder, createAwsChunkedDecoder, type AwsChunkedOptions } from '../src/s3/chunked.js';
 import {
@@ -65,7 +65,7 @@ function lowerHeaders(h: Record<string, string>): Record<string, string> {
 }
 
 /** The request as a server sees it: what the SDK's Node HTTP handler would put on the wire. */
-function wire(request: HttpRequest): SigV4Input {
+function wire(request: HttpRequest): SigV4Input & { headers: Record<string, string> } {
   return {
     method: request.method,
     rawPath: request.path,
@@ -368,6 +368,53 @@ describe('SigV4: header-signed requests from the AWS SDK', () => {
     assert.equal(err?.details.HeadersNotSigned, 'x-amz-meta-extra');
     // Unsigned non-amz headers are fine (proxies add them).
     assertAccepted({ ...input, headers: { ...input.headers, 'user-agent': 'curl', 'x-forwarded-for': '1.2.3.4' } }, DATE);
+  });
+});
+
+describe('SigV4: the headers as the S3 door reads them, and the Authorization header\'s forms', () => {
+  /** Node's rawHeaders for a captured request, names in the case a client may send them. */
+  function rawOf(headers: Record<string, string>, extra: [string, string][] = []): string[] {
+    const raw: string[] = [];
+    for (const [k, v] of Object.entries(headers)) raw.push(k.replace(/(^|-)([a-z])/g, (_m, a: string, b: string) => a + b.toUpperCase()), v);
+    for (const [k, v] of extra) raw.push(k, v);
+    return raw;
+  }
+
+  it('headersFromRaw: lower-case names, repeated values kept in order', () => {
+    const h = headersFromRaw(['Host', 'h', 'X-Amz-Meta-A', '1', 'x-amz-meta-a', '2', 'Content-Length', '5']);
+    assert.deepEqual([...h.entries()], [['host', ['h']], ['x-amz-meta-a', ['1', '2']], ['content-length', ['5']]]);
+    assert.equal(headersFromRaw([]).size, 0);
+  });
+
+  it('a request parses and verifies alike from the map and from an object of headers, a repeated signed header included', async () => {
+    const { request } = await capture(new PutObjectCommand({ Bucket: 'bucket', Key: 'k', Body: 'hello', Metadata: { a: 'b' } }));
+    const record = wire(request);
+    const viaRecord = assertAccepted(record);
+    const viaMap = assertAccepted({ ...record, headers: headersFromRaw(rawOf(record.headers)) });
+    assert.deepEqual(viaMap, viaRecord);
+    // A signed header sent twice is joined with "," in the canonical request, from either form.
+    const twice = wire(await signed({ path: '/bucket/k', headers: { 'x-amz-meta-x': 'one,two' } }));
+    const raw = rawOf(Object.fromEntries(Object.entries(twice.headers).filter(([k]) => k !== 'x-amz-meta-x')), [
+      ['X-Amz-Meta-X', 'one'],
+      ['x-amz-meta-x', 'two'],
+    ]);
+    assertAccepted({ ...twice, headers: headersFromRaw(raw) }, DATE);
+  });
+
+  it('the Authorization header in other valid forms (no space, several spaces, parts in another order, upper-case hex) verifies as the standard one', async () => {
+    const input = wire(await signed({ path: '/bucket/k' }));
+    const m = /^AWS4-HMAC-SHA256 Credential=(\S+), SignedHeaders=(\S+), Signature=(\S+)$/.exec(input.headers.authorization!);
+    assert.ok(m, input.headers.authorization);
+    const [, credential, signedHeaders, signature] = m;
+    const expected = assertAccepted(input, DATE);
+    for (const authorization of [
+      `AWS4-HMAC-SHA256 Credential=${credential},SignedHeaders=${signedHeaders},Signature=${signature}`,
+      `AWS4-HMAC-SHA256 Credential=${credential},  SignedHeaders=${signedHeaders} , Signature=${signature}`,
+      `AWS4-HMAC-SHA256 Signature=${signature}, Credential=${credential}, SignedHeaders=${signedHeaders}`,
+      `AWS4-HMAC-SHA256 Credential=${credential}, SignedHeaders=${signedHeaders}, Signature=${signature!.toUpperCase()}`,
+    ]) {
+      assert.deepEqual(assertAccepted({ ...input, headers: { ...input.headers, authorization } }, DATE), expected, authorization);
+    }
   });
 });
 

@@ -22,7 +22,7 @@ import { createHash, timingSafeEqual, type Hash } from 'node:crypto';
 import { Transform, type TransformCallback } from 'node:stream';
 import { S3Error } from './errors.js';
 import { hmacSha256 } from './signing-key.js';
-import type { HeaderValue, PayloadMode, VerifiedSigV4 } from './sigv4.js';
+import type { HeaderValue, PayloadMode, RequestHeaders, SigV4Input, VerifiedSigV4 } from './sigv4.js';
 
 /** The framings this decoder reads. */
 export type AwsChunkedMode =
@@ -336,12 +336,14 @@ export function isAwsChunked(mode: PayloadMode): mode is AwsChunkedMode {
  */
 export function createAwsChunkedDecoder(
   auth: Pick<VerifiedSigV4, 'payload' | 'signingKey' | 'longDate' | 'scope' | 'seedSignature'>,
-  headers: Readonly<Record<string, HeaderValue>>,
+  headers: SigV4Input['headers'],
   options: { maxChunkSize?: number } = {},
 ): AwsChunkedDecoder | S3Error {
   if (!isAwsChunked(auth.payload)) return new S3Error('InvalidRequest', 'The payload is not aws-chunked.');
   const header = (name: string): string | undefined => {
-    const v = headers[name] ?? Object.entries(headers).find(([k]) => k.toLowerCase() === name)?.[1];
+    if (headers instanceof Map) return (headers as RequestHeaders).get(name)?.join(',');
+    const record = headers as Readonly<Record<string, HeaderValue>>;
+    const v = record[name] ?? Object.entries(record).find(([k]) => k.toLowerCase() === name)?.[1];
     return v === undefined ? undefined : typeof v === 'string' ? v : v.join(',');
   };
   const lengthText = header('x-amz-decoded-content-length');

@@ -29,7 +29,7 @@ type Outcome =
 
 function hasIntegrityHeader(r: S3Request): boolean {
   if (header(r, 'content-md5') !== undefined) return true;
-  for (const name of Object.keys(r.req.headersDistinct)) {
+  for (const name of r.headers.keys()) {
     if (name.startsWith('x-amz-checksum-') && name !== 'x-amz-checksum-mode' && name !== 'x-amz-checksum-type' && name !== 'x-amz-checksum-algorithm') return true;
   }
   return /x-amz-checksum-/i.test(header(r, 'x-amz-trailer') ?? '');

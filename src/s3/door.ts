@@ -20,7 +20,7 @@ import { findLiveBucketWithHead } from '../domain/objects.js';
 import { deleteObjectOp, getObjectOp, headersOf, putObjectOp } from './objects.js';
 import { authorize, sendError, type S3Request } from './request.js';
 import { loadServerKeys, type ServerKeys } from '../auth/server-key.js';
-import { parseSigV4, verifySigV4 } from './sigv4.js';
+import { headersFromRaw, parseSigV4, verifySigV4, type RequestHeaders } from './sigv4.js';
 import { percentDecodeBytes } from './uri.js';
 import { listingOp } from './listing-op.js';
 import { copyObjectOp } from './copy.js';
@@ -155,14 +155,15 @@ export class S3Door {
     const rawQuery = q === -1 ? '' : url.slice(q + 1);
     let resource = rawPath;
     let operation = 'Unknown';
-    if (this.metrics) this.count(req, res, () => operation);
+    const headers = headersFromRaw(req.rawHeaders);
+    if (this.metrics) this.count(req, res, headers, () => operation);
     try {
       if (!rawPath.startsWith('/')) throw new S3Error('InvalidRequest', 'The request path must start with /.');
       const { bucketName, key } = splitPath(rawPath);
       const query = new URLSearchParams(rawQuery);
       operation = s3OperationName(req.method ?? 'GET', bucketName, key, query, UNSUPPORTED);
       resource = bucketName === '' ? '/' : `/${bucketName}${key ? `/${key}` : ''}`;
-      const r = await this.authenticate(req, res, requestId, rawPath, rawQuery, query, bucketName, key);
+      const r = await this.authenticate(req, res, headers, requestId, rawPath, rawQuery, query, bucketName, key);
       await this.route(r);
     } catch (e) {
       const err = toS3Error(e);
@@ -172,7 +173,7 @@ export class S3Door {
   }
 
   /** Counts the request in /metrics once its answer is over (sent, or cut). */
-  private count(req: IncomingMessage, res: ServerResponse, operation: () => string): void {
+  private count(req: IncomingMessage, res: ServerResponse, headers: RequestHeaders, operation: () => string): void {
     const metrics = this.metrics!;
     const t0 = process.hrtime.bigint();
     res.once('close', () => {
@@ -183,7 +184,7 @@ export class S3Door {
         operation: operation(),
         status,
         seconds: Number(process.hrtime.bigint() - t0) / 1e9,
-        received: req.method === 'PUT' && status >= 200 && status < 300 ? length(req.headers['content-length']) : 0,
+        received: req.method === 'PUT' && status >= 200 && status < 300 ? length(headers.get('content-length')?.[0]) : 0,
         sent: req.method === 'HEAD' || !res.writableFinished ? 0 : length(res.getHeader('content-length')),
       });
     });
@@ -192,6 +193,7 @@ export class S3Door {
   private async authenticate(
     req: IncomingMessage,
     res: ServerResponse,
+    headers: RequestHeaders,
     requestId: string,
     rawPath: string,
     rawQuery: string,
@@ -199,7 +201,7 @@ export class S3Door {
     bucketName: string,
     key: string,
   ): Promise<S3Request> {
-    const parsed = parseSigV4({ method: req.method ?? 'GET', rawPath, rawQuery, headers: req.headersDistinct });
+    const parsed = parseSigV4({ method: req.method ?? 'GET', rawPath, rawQuery, headers });
     if (isS3Error(parsed)) throw parsed;
     let auth = null;
     let identity = null;
@@ -228,6 +230,7 @@ export class S3Door {
       query,
       bucketName,
       key,
+      headers,
       auth,
       identity,
     };
@@ -304,7 +307,7 @@ export class S3Door {
       if (m === 'DELETE') return deleteObjectTaggingOp(r, bucket);
       throw new S3Error('MethodNotAllowed');
     }
-    if (m === 'PUT' && r.req.headers['x-amz-copy-source'] !== undefined) return copyObjectOp(r, bucket);
+    if (m === 'PUT' && r.headers.has('x-amz-copy-source')) return copyObjectOp(r, bucket);
     switch (m) {
       case 'PUT':
         return putObjectOp(r, bucket);

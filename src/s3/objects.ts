@@ -54,7 +54,7 @@ export function metadataOf(r: S3Request): Record<string, string> {
     out[name] = v;
   }
   let userBytes = 0;
-  for (const name of Object.keys(r.req.headersDistinct)) {
+  for (const name of r.headers.keys()) {
     if (!name.startsWith('x-amz-meta-')) continue;
     const v = header(r, name)!;
     userBytes += name.length - 'x-amz-meta-'.length + Buffer.byteLength(v);

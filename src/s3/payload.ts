@@ -66,7 +66,7 @@ export async function openPayload(r: S3Request): Promise<Payload> {
   let declaredSize: number;
   const lengthText = header(r, 'content-length');
   if (r.auth && isAwsChunked(mode)) {
-    const d = createAwsChunkedDecoder(r.auth, r.req.headersDistinct);
+    const d = createAwsChunkedDecoder(r.auth, r.headers);
     if (isS3Error(d)) throw d;
     decoder = d;
     declaredSize = Number(header(r, 'x-amz-decoded-content-length')!.trim());
@@ -89,7 +89,7 @@ export async function openPayload(r: S3Request): Promise<Payload> {
 
   // Checksums: given in headers, announced as trailers, or only named (x-amz-sdk-checksum-algorithm: computed and stored).
   const wanted = new Map<ChecksumAlgorithm, { expected?: string; trailer?: string }>();
-  for (const name of Object.keys(r.req.headersDistinct)) {
+  for (const name of r.headers.keys()) {
     if (NOT_CHECKSUMS.has(name)) continue;
     const alg = algorithmOfHeader(name);
     if (!alg) {

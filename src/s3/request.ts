@@ -8,7 +8,7 @@ import { decide, type Identity, type PermissionPolicy, type Resource } from '../
 import type { Action } from '../auth/actions.js';
 import type { DomainContext } from '../domain/context.js';
 import { renderS3ErrorXml, S3Error } from './errors.js';
-import type { VerifiedSigV4 } from './sigv4.js';
+import type { RequestHeaders, VerifiedSigV4 } from './sigv4.js';
 
 export interface S3Request {
   readonly ctx: DomainContext;
@@ -25,6 +25,8 @@ export interface S3Request {
   readonly bucketName: string;
   /** The rest of the path, decoded; '' when the request is about the bucket. */
   readonly key: string;
+  /** The request's headers by lower-case name (read once from `rawHeaders`). */
+  readonly headers: RequestHeaders;
   /** The verified SigV4 credential, null for an anonymous request. */
   readonly auth: VerifiedSigV4 | null;
   readonly identity: Identity | null;
@@ -88,7 +90,7 @@ export async function allowed(r: S3Request, action: Action, resource: Resource |
 }
 
 /** A single request header as text (repeated ones joined with `,`), or undefined. */
-export function header(r: { req: IncomingMessage }, name: string): string | undefined {
-  const v = r.req.headersDistinct[name];
-  return v === undefined ? undefined : v.join(',');
+export function header(r: { headers: RequestHeaders }, name: string): string | undefined {
+  const v = r.headers.get(name);
+  return v === undefined ? undefined : v.length === 1 ? v[0] : v.join(',');
 }

@@ -40,10 +40,30 @@ export interface SigV4Input {
   /** The query string exactly as sent, without the `?` (empty when none). */
   readonly rawQuery: string;
   /**
-   * The request headers. Names in any case. Repeated headers are best given as arrays
-   * (`headersDistinct`): SigV4 joins repeated values with `,`, Node's `headers` joins with `, `.
+   * The request headers: an object with names in any case (repeated headers best given as arrays,
+   * `headersDistinct`: SigV4 joins repeated values with `,`, Node's `headers` joins with `, `), or
+   * the map {@link headersFromRaw} builds (lower-case names, every value in order).
    */
-  readonly headers: Readonly<Record<string, HeaderValue>>;
+  readonly headers: Readonly<Record<string, HeaderValue>> | RequestHeaders;
+}
+
+/** A request's headers by lower-case name, each with its values in the order sent. */
+export type RequestHeaders = ReadonlyMap<string, readonly string[]>;
+
+/**
+ * The headers of a request from Node's `rawHeaders` (name, value, name, value, …), in one pass: what
+ * `headersDistinct` gives, without building an object per request (the S3 door reads its headers
+ * through this map).
+ */
+export function headersFromRaw(raw: readonly string[]): RequestHeaders {
+  const out = new Map<string, string[]>();
+  for (let i = 0; i + 1 < raw.length; i += 2) {
+    const name = raw[i]!.toLowerCase();
+    const list = out.get(name);
+    if (list === undefined) out.set(name, [raw[i + 1]!]);
+    else list.push(raw[i + 1]!);
+  }
+  return out;
 }
 
 /** Values of `x-amz-content-sha256` that say how the body is framed; `sha256` is a hex digest. */
@@ -118,6 +138,7 @@ const SHA256_HEX = /^[0-9a-fA-F]{64}$/;
 const SIGNATURE_HEX = /^[0-9a-fA-F]{64}$/;
 const HEADER_NAME = /^[a-z0-9!#$%&'*+.^_`|~-]+$/;
 const LONG_DATE = /^(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})(\d{2})Z$/;
+const STANDARD_AUTHORIZATION = /^AWS4-HMAC-SHA256 Credential=([^\s,=]+), ?SignedHeaders=([a-z0-9;-]+), ?Signature=([0-9a-f]{64})$/;
 
 // ---------------------------------------------------------------------------------------------
 // Canonical request pieces
@@ -209,12 +230,14 @@ function sha256Hex(text: string): string {
 // ---------------------------------------------------------------------------------------------
 // Parsing
 
-type Headers = Map<string, string[]>;
+type Headers = RequestHeaders;
 
-function normalizeHeaders(headers: Readonly<Record<string, HeaderValue>>): Headers {
-  const out: Headers = new Map();
-  for (const name in headers) {
-    const value = headers[name];
+function normalizeHeaders(headers: SigV4Input['headers']): Headers {
+  if (headers instanceof Map) return headers as RequestHeaders;
+  const record = headers as Readonly<Record<string, HeaderValue>>;
+  const out = new Map<string, string[]>();
+  for (const name in record) {
+    const value = record[name];
     if (value === undefined) continue;
     const key = name.toLowerCase();
     const list = out.get(key);
@@ -227,7 +250,7 @@ function normalizeHeaders(headers: Readonly<Record<string, HeaderValue>>): Heade
 
 function single(headers: Headers, name: string): string | undefined {
   const v = headers.get(name);
-  return v === undefined ? undefined : v.join(',');
+  return v === undefined ? undefined : v.length === 1 ? v[0] : v.join(',');
 }
 
 /** Parses `YYYYMMDDTHHMMSSZ`, or returns undefined. */
@@ -311,6 +334,8 @@ function buildCanonicalRequests(
   let headerBlock = '';
   for (const name of signedHeaders) headerBlock += `${name}:${canonicalHeaderValue(headers.get(name) ?? [])}\n`;
   const tail = `${headerBlock}\n${signedHeaders.join(';')}\n${payloadHash}`;
+  // A plain path without a query is its own canonical form, as sent: one candidate.
+  if (input.rawQuery === '' && input.rawPath !== '' && PLAIN_PATH.test(input.rawPath)) return [`${input.method}\n${input.rawPath}\n\n${tail}`];
   const normal = `${input.method}\n${canonicalUri(input.rawPath)}\n${canonicalQuery(input.rawQuery, presigned)}\n${tail}`;
   const raw = `${input.method}\n${input.rawPath === '' ? '/' : input.rawPath}\n${rawCanonicalQuery(input.rawQuery, presigned)}\n${tail}`;
   return raw === normal ? [normal] : [normal, raw];
@@ -371,8 +396,15 @@ function parseHeaderAuth(input: SigV4Input, headers: Headers, authorization: str
   if (auth.startsWith(`${ECDSA_ALGORITHM} `)) return new S3Error('NotImplemented', 'SigV4a (AWS4-ECDSA-P256-SHA256) is not implemented.');
   if (!auth.startsWith(`${ALGORITHM} `)) return new S3Error('InvalidArgument', 'Unsupported Authorization Type', { ArgumentName: 'Authorization' });
 
+  // The form every SDK sends, read with one expression; anything else goes through the parser below.
+  const standard = STANDARD_AUTHORIZATION.exec(auth);
   const fields = new Map<string, string>();
-  for (const part of auth.slice(ALGORITHM.length + 1).split(',')) {
+  if (standard) {
+    fields.set('Credential', standard[1]!);
+    fields.set('SignedHeaders', standard[2]!);
+    fields.set('Signature', standard[3]!);
+  }
+  for (const part of standard ? [] : auth.slice(ALGORITHM.length + 1).split(',')) {
     const item = part.trim();
     const eq = item.indexOf('=');
     if (eq <= 0) return headerMalformed(`the authorization component "${item}" is malformed.`);
