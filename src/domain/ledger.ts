@@ -4,8 +4,8 @@ import { prepared } from '../db/prepared.js';
 import type { Executor, Tx } from '../db/schema.js';
 import { nowMicros } from '../util/time.js';
 import { checkSize } from './limits.js';
-import type { Bucket } from './models.js';
-import { toBucket } from './rows.js';
+import type { Bucket, FileInstance } from './models.js';
+import { toBucket, toFile } from './rows.js';
 
 /**
  * The ledger of a bucket's bytes: every write of `size` and `reserved_size` (which carry the
@@ -134,14 +134,15 @@ const insertFileQuery = prepared(
       last_check: lastCheck,
       created: now,
       updated: now,
-    }),
+    }).returningAll(),
 );
 
-/** Records a file instance (the bytes are already in storage, or preallocated for parts). */
-export async function insertFileInstance(tx: Tx, f: NewFileInstance, now = nowMicros()): Promise<void> {
+/** Records a file instance (the bytes are already in storage, or preallocated for parts); returns it as stored. */
+export async function insertFileInstance(tx: Tx, f: NewFileInstance, now = nowMicros()): Promise<FileInstance> {
   const checked = f.checkedAt ?? null;
-  await insertFileQuery.execute(
+  const row = await insertFileQuery.first(
     tx, f.id, f.locationId, f.uri, f.storageClass, f.size, f.checksum,
     f.state === 'readable' ? 1 : 0, f.state === 'writable' ? 1 : 0, checked, checked === null ? null : 1, now,
   );
+  return toFile(row!);
 }

@@ -194,16 +194,18 @@ export async function commitNewVersion(
     const size = input.file.size;
     await addStored(tx, bucket, size, input.releaseReservation);
     let fileId: string;
-    // The new file instance as inserted: the version answered is built from it and the version's own
-    // row (RETURNING), without reading both back.
+    // The new file instance as inserted (RETURNING): the version answered is built from it and the
+    // version's own row, without reading both back.
     let inserted: FileInstance | null = null;
     if ('existingId' in input.file) {
       fileId = input.file.existingId;
     } else {
       fileId = input.file.id;
-      const f = { id: fileId, locationId: input.file.locationId, uri: input.file.uri, storageClass: bucket.defaultStorageClass, size, checksum: input.file.checksum };
-      await insertFileInstance(tx, { ...f, state: 'readable' }, now);
-      inserted = { ...f, readable: true, writable: false, lastCheckAt: null, lastCheck: null, created: now, updated: now };
+      inserted = await insertFileInstance(
+        tx,
+        { id: fileId, locationId: input.file.locationId, uri: input.file.uri, storageClass: bucket.defaultStorageClass, size, checksum: input.file.checksum, state: 'readable' },
+        now,
+      );
       if (input.file.content) await insertInlineFile(tx, input.file.uri, input.file.content, now);
     }
     if (hooks.inTransaction) await hooks.inTransaction(tx);

@@ -22,7 +22,7 @@ import { createHash, timingSafeEqual, type Hash } from 'node:crypto';
 import { Transform, type TransformCallback } from 'node:stream';
 import { S3Error } from './errors.js';
 import { hmacSha256 } from './signing-key.js';
-import type { HeaderValue, PayloadMode, RequestHeaders, SigV4Input, VerifiedSigV4 } from './sigv4.js';
+import { headerText, requestHeaders, type PayloadMode, type SigV4Input, type VerifiedSigV4 } from './sigv4.js';
 
 /** The framings this decoder reads. */
 export type AwsChunkedMode =
@@ -340,12 +340,8 @@ export function createAwsChunkedDecoder(
   options: { maxChunkSize?: number } = {},
 ): AwsChunkedDecoder | S3Error {
   if (!isAwsChunked(auth.payload)) return new S3Error('InvalidRequest', 'The payload is not aws-chunked.');
-  const header = (name: string): string | undefined => {
-    if (headers instanceof Map) return (headers as RequestHeaders).get(name)?.join(',');
-    const record = headers as Readonly<Record<string, HeaderValue>>;
-    const v = record[name] ?? Object.entries(record).find(([k]) => k.toLowerCase() === name)?.[1];
-    return v === undefined ? undefined : typeof v === 'string' ? v : v.join(',');
-  };
+  const byName = requestHeaders(headers);
+  const header = (name: string): string | undefined => headerText(byName, name);
   const lengthText = header('x-amz-decoded-content-length');
   if (lengthText === undefined) {
     return new S3Error('MissingContentLength', 'You must provide the x-amz-decoded-content-length header with an aws-chunked body.');

@@ -8,7 +8,7 @@ import { decide, type Identity, type PermissionPolicy, type Resource } from '../
 import type { Action } from '../auth/actions.js';
 import type { DomainContext } from '../domain/context.js';
 import { renderS3ErrorXml, S3Error } from './errors.js';
-import type { RequestHeaders, VerifiedSigV4 } from './sigv4.js';
+import { headerText, type RequestHeaders, type VerifiedSigV4 } from './sigv4.js';
 
 export interface S3Request {
   readonly ctx: DomainContext;
@@ -91,6 +91,5 @@ export async function allowed(r: S3Request, action: Action, resource: Resource |
 
 /** A single request header as text (repeated ones joined with `,`), or undefined. */
 export function header(r: { headers: RequestHeaders }, name: string): string | undefined {
-  const v = r.headers.get(name);
-  return v === undefined ? undefined : v.length === 1 ? v[0] : v.join(',');
+  return headerText(r.headers, name);
 }

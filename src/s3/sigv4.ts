@@ -232,7 +232,8 @@ function sha256Hex(text: string): string {
 
 type Headers = RequestHeaders;
 
-function normalizeHeaders(headers: SigV4Input['headers']): Headers {
+/** The headers as a map by lower-case name, whichever form they came in (SigV4Input's `headers`). */
+export function requestHeaders(headers: SigV4Input['headers']): Headers {
   if (headers instanceof Map) return headers as RequestHeaders;
   const record = headers as Readonly<Record<string, HeaderValue>>;
   const out = new Map<string, string[]>();
@@ -248,7 +249,8 @@ function normalizeHeaders(headers: SigV4Input['headers']): Headers {
   return out;
 }
 
-function single(headers: Headers, name: string): string | undefined {
+/** One header as text, repeated values joined with `,` (as SigV4 joins them); undefined when absent. */
+export function headerText(headers: Headers, name: string): string | undefined {
   const v = headers.get(name);
   return v === undefined ? undefined : v.length === 1 ? v[0] : v.join(',');
 }
@@ -365,9 +367,9 @@ function decodeQueryValue(value: string): string {
  * `accessKeyId`.
  */
 export function parseSigV4(input: SigV4Input): ParsedSigV4 | S3Error | null {
-  const headers = normalizeHeaders(input.headers);
+  const headers = requestHeaders(input.headers);
   const params = splitQuery(input.rawQuery);
-  const authorization = single(headers, 'authorization');
+  const authorization = headerText(headers, 'authorization');
   const hasQueryAuth = params.some((p) => QUERY_AUTH_PARAMS.includes(p.name));
   if (authorization !== undefined && hasQueryAuth) {
     return new S3Error(
@@ -403,8 +405,7 @@ function parseHeaderAuth(input: SigV4Input, headers: Headers, authorization: str
     fields.set('Credential', standard[1]!);
     fields.set('SignedHeaders', standard[2]!);
     fields.set('Signature', standard[3]!);
-  }
-  for (const part of standard ? [] : auth.slice(ALGORITHM.length + 1).split(',')) {
+  } else for (const part of auth.slice(ALGORITHM.length + 1).split(',')) {
     const item = part.trim();
     const eq = item.indexOf('=');
     if (eq <= 0) return headerMalformed(`the authorization component "${item}" is malformed.`);
@@ -429,13 +430,13 @@ function parseHeaderAuth(input: SigV4Input, headers: Headers, authorization: str
 
   let date: Date | undefined;
   let longDate = '';
-  const amzDate = single(headers, 'x-amz-date');
+  const amzDate = headerText(headers, 'x-amz-date');
   if (amzDate !== undefined) {
     // A valid X-Amz-Date is already in the long form the string to sign uses.
     longDate = amzDate.trim();
     date = parseLongDate(longDate);
   } else {
-    const httpDate = single(headers, 'date');
+    const httpDate = headerText(headers, 'date');
     const ms = httpDate === undefined ? NaN : Date.parse(httpDate);
     if (!Number.isNaN(ms)) {
       date = new Date(Math.floor(ms / 1000) * 1000);
@@ -447,7 +448,7 @@ function parseHeaderAuth(input: SigV4Input, headers: Headers, authorization: str
     return headerMalformed('Invalid credential date. Date is not the same as X-Amz-Date.');
   }
 
-  const sha = single(headers, 'x-amz-content-sha256');
+  const sha = headerText(headers, 'x-amz-content-sha256');
   if (sha === undefined) return new S3Error('InvalidRequest', 'Missing required header for this request: x-amz-content-sha256');
   const payload = parsePayload(sha.trim());
   if (payload instanceof S3Error) return payload;
@@ -520,7 +521,7 @@ function parseQueryAuth(input: SigV4Input, headers: Headers, params: readonly Ra
   // The SDK's presigner hoists `x-amz-content-sha256: UNSIGNED-PAYLOAD` into the query; a signed
   // header would be used as the SDK's signer uses it; otherwise the payload is unsigned.
   let payloadHash = queryParam(params, 'X-Amz-Content-Sha256');
-  if (payloadHash === undefined && signedHeaders.includes('x-amz-content-sha256')) payloadHash = single(headers, 'x-amz-content-sha256')?.trim();
+  if (payloadHash === undefined && signedHeaders.includes('x-amz-content-sha256')) payloadHash = headerText(headers, 'x-amz-content-sha256')?.trim();
   payloadHash ??= 'UNSIGNED-PAYLOAD';
   const payload = parsePayload(payloadHash);
   if (payload instanceof S3Error) return payload;
