@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { sql } from 'kysely';
 import { CHECKPOINT_IDLE_TICKS, CHECKPOINT_INTERVAL_MS, CHECKPOINT_START_COMMITS, WAL_RESTART_BYTES } from '../src/db/checkpointer.js';
-import { isUniqueViolation, openDatabase, transaction, walDurability, type DatabaseHandle, type WalDurability } from '../src/db/database.js';
+import { checkpointerStats, isUniqueViolation, openDatabase, transaction, walDurability, type DatabaseHandle, type WalDurability } from '../src/db/database.js';
 import type { Tx } from '../src/db/schema.js';
 import { migrateToLatest } from '../src/db/migrations.js';
 import { loadConfig } from '../src/config.js';
@@ -165,8 +165,14 @@ describe('SQLite commits are flushed before they are acknowledged', () => {
           largest = Math.max(largest, statSync(walFile).size);
         }
       };
+      // No wait in SQLite's busy handler: a write transaction begun while the thread restarts the WAL
+      // fails at once, so none may begin then (the thread pauses this connection's group commit first).
+      await sql`pragma busy_timeout = 0`.execute(c.db);
       await Promise.all([writer(), writer(), writer(), writer()]);
       assert.ok(largest <= 2 * WAL_RESTART_BYTES, `the WAL reached ${largest} bytes while ${written} went through it`);
+      const stats = checkpointerStats(c.db)!;
+      assert.ok(stats.restartsPaused >= 1, `the WAL was restarted with the writer paused (${JSON.stringify(stats)})`);
+      assert.equal(stats.restartsUnpaused, 0, 'never without the pause');
       const rows = (await sql<{ n: number }>`select count(*) as n from blobs`.execute(c.db)).rows[0]!.n;
       assert.equal(rows, written / 4096, 'every row is there');
     } finally {

@@ -4,12 +4,13 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { openNodeSqlite, type SqliteConnection } from './node-sqlite.js';
 import { nameThisThread } from '../util/thread-name.js';
 
-const { file, driver, intervalMs, idleTicks, restartBytes } = workerData as {
+const { file, driver, intervalMs, idleTicks, restartBytes, pauseWaitMs } = workerData as {
   file: string;
   driver: 'better-sqlite3' | 'node';
   intervalMs: number;
   idleTicks: number;
   restartBytes: number;
+  pauseWaitMs: number;
 };
 nameThisThread('files-rest-ckpt');
 
@@ -33,33 +34,33 @@ interface CheckpointRow {
 let timer: NodeJS.Timeout | null = null;
 let quiet = 0;
 let lastLog = -1;
+let ended = false;
+/** Set while the thread waits for the server's writer to pause before a restart. */
+let awaitingPause = false;
 
 function end(): void {
+  ended = true;
   if (timer) clearTimeout(timer);
   timer = null;
   db.close();
   parentPort!.close();
 }
 
-function tick(): void {
-  timer = null;
-  try {
-    let row = checkpoint.all()[0] as CheckpointRow | undefined;
-    // Under steady writes a PASSIVE checkpoint never catches up with the last frame, and SQLite
-    // starts the WAL over only once every frame is in the database file: the WAL grew without end
-    // (2.4 GB in 20 s of 4 KiB uploads, for a 290 MB database), and every read looked a page up in
-    // an ever longer WAL index. Past restartFrames, a RESTART checkpoint holds writers back while it
-    // copies what the passive one left (a tick's worth of commits) and syncs the database file; the
-    // next commit then writes from the start of the WAL, which journal_size_limit cuts back.
-    if (row !== undefined && row.log >= restartFrames) row = (restart.all()[0] as CheckpointRow | undefined) ?? row;
-    // Nothing new: every frame of the WAL is in the database file, and the WAL did not move.
-    const idle = row !== undefined && row.log === row.checkpointed && row.log === lastLog;
-    lastLog = row?.log ?? -1;
-    quiet = idle ? quiet + 1 : 0;
-  } catch (e) {
-    // SQLITE_BUSY (another process's checkpoint under way) is no failure: the next tick tries again.
-    if (!/busy|locked/i.test(String((e as Error)?.message))) throw e;
-  }
+/** SQLITE_BUSY (another process's checkpoint under way) is no failure: the next tick tries again. */
+function busyOrThrow(e: unknown): void {
+  if (!/busy|locked/i.test(String((e as Error)?.message))) throw e;
+}
+
+/** Counts a checkpoint's outcome toward the thread's end: nothing new twice in a row is quiet. */
+function record(row: CheckpointRow | undefined): void {
+  // Nothing new: every frame of the WAL is in the database file, and the WAL did not move.
+  const idle = row !== undefined && row.log === row.checkpointed && row.log === lastLog;
+  lastLog = row?.log ?? -1;
+  quiet = idle ? quiet + 1 : 0;
+}
+
+function next(): void {
+  if (ended) return;
   if (quiet >= idleTicks) {
     parentPort!.postMessage('idle');
     end();
@@ -67,8 +68,52 @@ function tick(): void {
   }
   timer = setTimeout(tick, intervalMs);
 }
+
+function tick(): void {
+  timer = null;
+  let row: CheckpointRow | undefined;
+  try {
+    row = checkpoint.all()[0] as CheckpointRow | undefined;
+  } catch (e) {
+    busyOrThrow(e);
+  }
+  // Under steady writes a PASSIVE checkpoint never catches up with the last frame, and SQLite
+  // starts the WAL over only once every frame is in the database file: the WAL grew without end
+  // (2.4 GB in 20 s of 4 KiB uploads, for a 290 MB database), and every read looked a page up in
+  // an ever longer WAL index. Past restartFrames, a RESTART checkpoint holds writers back while it
+  // copies what the passive one left (a tick's worth of commits) and syncs the database file; the
+  // next commit then writes from the start of the WAL, which journal_size_limit cuts back. The
+  // server's writer is asked to pause first (checkpointer.ts), and the restart runs once it has,
+  // or after pauseWaitMs without an answer.
+  if (row !== undefined && row.log >= restartFrames) {
+    awaitingPause = true;
+    parentPort!.postMessage('pause');
+    timer = setTimeout(() => restartNow(false), pauseWaitMs);
+    return;
+  }
+  record(row);
+  next();
+}
+
+function restartNow(paused: boolean): void {
+  if (!awaitingPause || ended) return;
+  awaitingPause = false;
+  if (timer) clearTimeout(timer);
+  timer = null;
+  let row: CheckpointRow | undefined;
+  try {
+    row = restart.all()[0] as CheckpointRow | undefined;
+  } catch (e) {
+    busyOrThrow(e);
+  } finally {
+    parentPort!.postMessage(paused ? 'resume' : 'restarted-unpaused');
+  }
+  record(row);
+  next();
+}
 timer = setTimeout(tick, intervalMs);
 
 parentPort!.on('message', (m) => {
   if (m === 'stop') end();
+  else if (m === 'paused') restartNow(true);
 });

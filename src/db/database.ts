@@ -14,7 +14,7 @@ import {
 import type { Database, Db, Dialect, Executor, Tx } from './schema.js';
 import { DatabaseMissingError } from './presence.js';
 import { statementName } from './prepared.js';
-import { Checkpointer, WAL_RESTART_BYTES } from './checkpointer.js';
+import { Checkpointer, WAL_RESTART_BYTES, type CheckpointerStats } from './checkpointer.js';
 import { openNodeSqlite, type SqliteStatement } from './node-sqlite.js';
 
 type SqliteDialectDatabase = NonNullable<ConstructorParameters<typeof SqliteDialect>[0]['database']>;
@@ -274,7 +274,14 @@ export async function openDatabase(url: string, opts: DatabaseOptions = {}): Pro
     const durability = new WalDurability({ get inTransaction() { return sqlite.inTransaction; }, prepare: (t) => cached.prepare(t) }, inMemory ? null : `${resolve(file)}-wal`);
     if (checkpointer) durability.afterFlush = () => checkpointer!.wake();
     const db = new Kysely<Database>({ dialect: new ImmediateSqliteDialect({ database: cached as unknown as SqliteDialectDatabase }, durability) });
-    groupCommits.set(db, new GroupCommit(db, durability));
+    const group = new GroupCommit(db, durability);
+    // The checkpoint thread's RESTART holds SQLite's writer: new groups wait for it here, not in
+    // SQLite's busy handler, which sleeps on the event loop.
+    if (checkpointer) {
+      checkpointer.writer = group;
+      checkpointers.set(db, checkpointer);
+    }
+    groupCommits.set(db, group);
     durabilities.set(db, durability);
     return {
       db,
@@ -420,6 +427,10 @@ class GroupCommit {
   #pending: PendingTransaction[] = [];
   #running = false;
   #scheduled = false;
+  /** Set by `pause()`: no group starts until `resume()`. */
+  #paused = false;
+  /** Who waits in `pause()` for the group under way to end. */
+  #pausing: Array<() => void> = [];
   /** Transactions given to this group and not yet answered (retries included). */
   #unanswered = 0;
   constructor(
@@ -457,11 +468,29 @@ class GroupCommit {
     });
   }
 
+  /**
+   * Starts no group until `resume()`; resolves once the group under way (if any) has committed. The
+   * transactions given meanwhile wait, without blocking the event loop (SQLite's checkpoint thread
+   * holds the writer while it restarts the WAL: see checkpointer.ts).
+   */
+  pause(): Promise<void> {
+    this.#paused = true;
+    if (!this.#running) return Promise.resolve();
+    return new Promise((resolve) => this.#pausing.push(resolve));
+  }
+
+  resume(): void {
+    if (!this.#paused) return;
+    this.#paused = false;
+    this.#kick();
+  }
+
   #kick(): void {
-    if (this.#running || this.#scheduled || this.#pending.length === 0) return;
+    if (this.#paused || this.#running || this.#scheduled || this.#pending.length === 0) return;
     this.#scheduled = true;
     setImmediate(() => {
       this.#scheduled = false;
+      if (this.#paused) return;
       void this.#flush();
     });
   }
@@ -506,6 +535,7 @@ class GroupCommit {
     }
     if (this.durability) this.durability.deferCommit = false;
     this.#running = false;
+    for (const paused of this.#pausing.splice(0)) paused();
     if (failure) {
       batch.forEach((item) => this.#fail(item, failure.error));
       this.#kick();
@@ -564,6 +594,12 @@ class BucketGroups {
 const groupCommits = new WeakMap<object, GroupCommit>();
 const bucketGroups = new WeakMap<object, BucketGroups>();
 const durabilities = new WeakMap<object, WalDurability>();
+const checkpointers = new WeakMap<object, Checkpointer>();
+
+/** What the checkpoint thread of a SQLite database opened by openDatabase has done; null without one. */
+export function checkpointerStats(db: Db): CheckpointerStats | null {
+  return checkpointers.get(db)?.stats ?? null;
+}
 
 /** The WAL flusher of a SQLite database opened by openDatabase; null on PostgreSQL. */
 export function walDurability(db: Db): WalDurability | null {
