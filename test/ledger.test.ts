@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { startTestServer, type TestServer } from './support/server.js';
 import { transaction } from '../src/db/database.js';
 import { createBucket, findBucket, setBucketLocked, setBucketProperties } from '../src/domain/buckets.js';
-import { addStored, assertWritable, lockBucketForWrite, releaseReservation, removeStored, reserve } from '../src/domain/ledger.js';
+import { assertWritable, lockBucketAndStore, lockBucketForWrite, releaseReservation, removeStored, reserve } from '../src/domain/ledger.js';
 import { abortUpload, expireUploads, initiateUpload } from '../src/domain/multipart.js';
 import { isAppError } from '../src/errors.js';
 
@@ -32,17 +32,19 @@ describe('The ledger of a bucket', () => {
   /** Runs one ledger write under the bucket's lock, as every caller does. */
   const write = (id: string, fn: (tx: Parameters<Parameters<typeof transaction>[1]>[0], b: Awaited<ReturnType<typeof lockBucketForWrite>>) => Promise<void>) =>
     transaction(ctx().db, async (tx) => fn(tx, await lockBucketForWrite(tx, id)));
+  /** A stored file joins the bucket, in its own transaction, as an upload's commit does. */
+  const store = (id: string, bytes: number, reserved?: number) => transaction(ctx().db, (tx) => lockBucketAndStore(tx, id, bytes, reserved));
   const refusal = (p: Promise<unknown>) => p.then(() => null, (e: unknown) => (isAppError(e) ? e.code : e));
 
   it('a reservation or a stored file of exactly the quota left is taken; one byte more is QUOTA_EXCEEDED', async () => {
     const b = await bucketWithQuota(100);
     await write(b.id, (tx, x) => reserve(tx, x, 60));
-    await write(b.id, (tx, x) => addStored(tx, x, 40));
+    await store(b.id, 40);
     assert.deepEqual(await account(b.id), { size: 40, reserved: 60 });
     assert.equal(await refusal(write(b.id, (tx, x) => reserve(tx, x, 1))), 'QUOTA_EXCEEDED');
-    assert.equal(await refusal(write(b.id, (tx, x) => addStored(tx, x, 1))), 'QUOTA_EXCEEDED');
+    assert.equal(await refusal(store(b.id, 1)), 'QUOTA_EXCEEDED');
     // A reserved file joins without a second check: its bytes move from reserved to size.
-    await write(b.id, (tx, x) => addStored(tx, x, 60, 60));
+    await store(b.id, 60, 60);
     assert.deepEqual(await account(b.id), { size: 100, reserved: 0 });
     await write(b.id, (tx) => removeStored(tx, b.id, 100));
     assert.deepEqual(await account(b.id), { size: 0, reserved: 0 });
@@ -50,9 +52,9 @@ describe('The ledger of a bucket', () => {
 
   it('a quota of 0 holds zero bytes (not unlimited): an empty file is taken, one byte is not', async () => {
     const b = await bucketWithQuota(0);
-    await write(b.id, (tx, x) => addStored(tx, x, 0));
+    await store(b.id, 0);
     assert.equal(await refusal(write(b.id, (tx, x) => reserve(tx, x, 1))), 'QUOTA_EXCEEDED');
-    assert.equal(await refusal(write(b.id, (tx, x) => addStored(tx, x, 1))), 'QUOTA_EXCEEDED');
+    assert.equal(await refusal(store(b.id, 1)), 'QUOTA_EXCEEDED');
     assert.equal(await refusal(initiateUpload(ctx(), { bucketId: b.id, key: 'k', size: 1, partSize: 1 })), 'QUOTA_EXCEEDED');
     assert.deepEqual(await account(b.id), { size: 0, reserved: 0 });
   });
@@ -81,6 +83,9 @@ describe('The ledger of a bucket', () => {
     const locked = await setBucketLocked(ctx(), b.id, true);
     assert.throws(() => assertWritable(locked), (e: unknown) => isAppError(e, 'BUCKET_LOCKED'));
     assert.equal(await refusal(write(b.id, (tx, x) => reserve(tx, x, 1))), 'BUCKET_LOCKED');
+    // Refused after the statement that counted the bytes: the transaction takes the change back.
+    assert.equal(await refusal(store(b.id, 5)), 'BUCKET_LOCKED');
+    assert.deepEqual(await account(b.id), { size: 0, reserved: 0 });
     assert.equal(await refusal(initiateUpload(ctx(), { bucketId: b.id, key: 'k', size: 1, partSize: 1 })), 'BUCKET_LOCKED');
     await setBucketLocked(ctx(), b.id, false);
     await write(b.id, (tx, x) => reserve(tx, x, 1));

@@ -72,14 +72,29 @@ export async function releaseReservation(tx: Tx, bucketId: string, bytes: number
   await adjust(tx, bucketId, { reserved: -bytes });
 }
 
+const lockAndStoreQuery = prepared((db: Executor, now: number, size: number, reserved: number, bucketId: string) =>
+  db
+    .updateTable('buckets')
+    .set({ updated: now, size: sql`size + ${size}`, reserved_size: sql`reserved_size + ${reserved}` })
+    .where('id', '=', bucketId)
+    .returningAll(),
+);
+
 /**
- * A stored file joins the bucket: its bytes count. With `reserved`, they were checked when reserved
- * and the reservation moves into the size; otherwise they are checked against the limits now.
- * `bucket` is locked.
+ * `lockBucketForWrite` for a stored file that joins the bucket, in the same statement: its bytes
+ * count. With `reserved`, they were checked when reserved and the reservation moves into the size;
+ * otherwise they are checked now against the limits as they were before. A refusal (locked, deleted,
+ * over a limit) throws, and the caller's transaction takes the change back with it. One statement
+ * instead of two per upload: a round trip less on PostgreSQL, where a bucket's uploads are
+ * committed one after another in its group. Returns the bucket as it was before.
  */
-export async function addStored(tx: Tx, bucket: Bucket, bytes: number, reserved?: number): Promise<void> {
+export async function lockBucketAndStore(tx: Tx, bucketId: string, bytes: number, reserved?: number): Promise<Bucket> {
+  const r = await lockAndStoreQuery.first(tx, nowMicros(), bytes, -(reserved ?? 0), bucketId);
+  if (!r || r.deleted === 1) throw new AppError('BUCKET_NOT_FOUND');
+  const bucket = toBucket({ ...r, size: r.size - bytes, reserved_size: r.reserved_size + (reserved ?? 0) });
+  assertWritable(bucket);
   if (reserved === undefined) checkSize(bucket, bytes);
-  await adjust(tx, bucket.id, { size: bytes, reserved: -(reserved ?? 0) });
+  return bucket;
 }
 
 /** A stored file leaves the bucket (a hard delete). */

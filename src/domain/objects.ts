@@ -11,7 +11,7 @@ import { collect, INLINE_SCHEME, insertInlineFile } from '../storage/inline/inli
 import { nowMicros } from '../util/time.js';
 import { getLiveBucket } from './buckets.js';
 import { fileRequiredCopies, queueReplication, replicateFile, requiredCopies } from './replicas.js';
-import { addStored, assertWritable, insertFileInstance, lockBucketForWrite, removeStored } from './ledger.js';
+import { assertWritable, insertFileInstance, lockBucketAndStore, lockBucketForWrite, removeStored } from './ledger.js';
 import type { DomainContext } from './context.js';
 import { checkSize, tightestLimit } from './limits.js';
 import { getLocationById } from './locations.js';
@@ -188,11 +188,10 @@ export async function commitNewVersion(
   const versionId = input.versionId ?? newId();
   let required = 1;
   const version = await transaction(ctx.db, async (tx) => {
-    const bucket = await lockBucketForWrite(tx, input.bucketId);
+    const size = input.file.size;
+    const bucket = await lockBucketAndStore(tx, input.bucketId, size, input.releaseReservation);
     required = requiredCopies(ctx.config, bucket);
     if (hasPrecondition(input.precondition)) checkPrecondition(await findHead(tx, bucket.id, input.key), input.precondition);
-    const size = input.file.size;
-    await addStored(tx, bucket, size, input.releaseReservation);
     let fileId: string;
     // The new file instance as inserted (RETURNING): the version answered is built from it and the
     // version's own row, without reading both back.
