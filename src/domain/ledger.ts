@@ -121,43 +121,49 @@ export interface NewFileInstance {
   checkedAt?: number | null;
 }
 
-const insertFileQuery = prepared(
-  (
-    db: Executor,
-    id: string,
-    locationId: string,
-    uri: string,
-    storageClass: string,
-    size: number,
-    checksum: string | null,
-    readable: number,
-    writable: number,
-    lastCheckAt: number | null,
-    lastCheck: number | null,
-    now: number,
-  ) =>
-    db.insertInto('files').values({
-      id,
-      location_id: locationId,
-      uri,
-      storage_class: storageClass,
-      size,
-      checksum,
-      readable,
-      writable,
-      last_check_at: lastCheckAt,
-      last_check: lastCheck,
-      created: now,
-      updated: now,
-    }).returningAll(),
-);
+/** The arguments of a new file instance's row, in the order `fileInstanceRow` takes them. */
+export type FileRowArgs = [
+  id: string,
+  locationId: string,
+  uri: string,
+  storageClass: string,
+  size: number,
+  checksum: string | null,
+  readable: number,
+  writable: number,
+  lastCheckAt: number | null,
+  lastCheck: number | null,
+  now: number,
+];
+
+/** A new file instance's row (the values of its INSERT, for the prepared queries that make one). */
+export function fileInstanceRow(...[id, locationId, uri, storageClass, size, checksum, readable, writable, lastCheckAt, lastCheck, now]: FileRowArgs) {
+  return {
+    id,
+    location_id: locationId,
+    uri,
+    storage_class: storageClass,
+    size,
+    checksum,
+    readable,
+    writable,
+    last_check_at: lastCheckAt,
+    last_check: lastCheck,
+    created: now,
+    updated: now,
+  };
+}
+
+/** The row arguments of a new file instance. */
+export function fileRowArgs(f: NewFileInstance, now: number): FileRowArgs {
+  const checked = f.checkedAt ?? null;
+  return [f.id, f.locationId, f.uri, f.storageClass, f.size, f.checksum, f.state === 'readable' ? 1 : 0, f.state === 'writable' ? 1 : 0, checked, checked === null ? null : 1, now];
+}
+
+const insertFileQuery = prepared((db: Executor, ...row: FileRowArgs) => db.insertInto('files').values(fileInstanceRow(...row)).returningAll());
 
 /** Records a file instance (the bytes are already in storage, or preallocated for parts); returns it as stored. */
 export async function insertFileInstance(tx: Tx, f: NewFileInstance, now = nowMicros()): Promise<FileInstance> {
-  const checked = f.checkedAt ?? null;
-  const row = await insertFileQuery.first(
-    tx, f.id, f.locationId, f.uri, f.storageClass, f.size, f.checksum,
-    f.state === 'readable' ? 1 : 0, f.state === 'writable' ? 1 : 0, checked, checked === null ? null : 1, now,
-  );
+  const row = await insertFileQuery.first(tx, ...fileRowArgs(f, now));
   return toFile(row!);
 }

@@ -11,7 +11,7 @@ import { collect, INLINE_SCHEME, insertInlineFile } from '../storage/inline/inli
 import { nowMicros } from '../util/time.js';
 import { getLiveBucket } from './buckets.js';
 import { fileRequiredCopies, queueReplication, replicateFile, requiredCopies } from './replicas.js';
-import { assertWritable, insertFileInstance, lockBucketAndStore, lockBucketForWrite, removeStored } from './ledger.js';
+import { assertWritable, fileInstanceRow, fileRowArgs, insertFileInstance, lockBucketAndStore, lockBucketForWrite, removeStored, type FileRowArgs, type NewFileInstance } from './ledger.js';
 import type { DomainContext } from './context.js';
 import { checkSize, tightestLimit } from './limits.js';
 import { getLocationById } from './locations.js';
@@ -19,7 +19,7 @@ import { chooseMimetype } from './mimetype.js';
 import { keyTextProblem, validateKey, prefixUpperBound } from './keys.js';
 import type { Bucket, FileInstance, ListedVersion, ObjectVersion } from './models.js';
 import { checkPrecondition, hasPrecondition, type Precondition } from './preconditions.js';
-import { LISTED_VERSION_COLUMNS, toListedVersion, toVersion, toVersionOf, VERSION_COLUMNS, VERSION_WITH_FILE_COLUMNS, type ListedVersionRow, type VersionWithFileRow } from './rows.js';
+import { LISTED_VERSION_COLUMNS, toFile, toListedVersion, toVersion, toVersionOf, VERSION_COLUMNS, VERSION_WITH_FILE_COLUMNS, type ListedVersionRow, type VersionWithFileRow } from './rows.js';
 
 export type { ExpectedDigest } from './receive.js';
 
@@ -134,6 +134,31 @@ const retireHead = prepared((db: Executor, now: number, bucketId: string, key: s
     .where('key', '=', key)
     .where('is_head', '=', TRUE_LITERAL),
 );
+/**
+ * PostgreSQL: a new file instance and the retirement of its key's head in one statement (a
+ * data-modifying WITH), with its bytes too when they are kept inline, instead of two or three; the
+ * new head goes in with the next statement, which sees the old one retired. Each part writes its own
+ * table (files, inline_files, object_versions), so the order PostgreSQL runs them in changes nothing;
+ * inline_files' reference to its file is checked at the statement's end. On PostgreSQL every statement
+ * is a round trip and costs the event loop about 100 µs (pg's Bind/Execute and a writev to the socket:
+ * 58 µs per writev in a W3 profile), and a bucket's uploads commit one after another in its group.
+ */
+const insertFileRetiringHead = prepared((db: Executor, ...[bucketId, key, ...row]: [string, string, ...FileRowArgs]) =>
+  db
+    .with('retired', (q) => q.updateTable('object_versions').set({ is_head: 0, updated: row[10] }).where('bucket_id', '=', bucketId).where('key', '=', key).where('is_head', '=', TRUE_LITERAL))
+    .insertInto('files')
+    .values(fileInstanceRow(...row))
+    .returningAll(),
+);
+const insertInlineFileRetiringHead = prepared((db: Executor, ...[bucketId, key, data, ...row]: [string, string, Buffer, ...FileRowArgs]) =>
+  db
+    .with('retired', (q) => q.updateTable('object_versions').set({ is_head: 0, updated: row[10] }).where('bucket_id', '=', bucketId).where('key', '=', key).where('is_head', '=', TRUE_LITERAL))
+    .with('bytes', (q) => q.insertInto('inline_files').values({ uri: row[2], data, created: row[10] }))
+    .insertInto('files')
+    .values(fileInstanceRow(...row))
+    .returningAll(),
+);
+
 const insertHeadVersion = prepared(
   (db: Executor, versionId: string, bucketId: string, key: string, fileId: string, mimetype: string, tags: string, created: number, updated: number, metadata: string | null) =>
     db.insertInto('object_versions').values({
@@ -196,19 +221,26 @@ export async function commitNewVersion(
     // The new file instance as inserted (RETURNING): the version answered is built from it and the
     // version's own row, without reading both back.
     let inserted: FileInstance | null = null;
+    let retired = false;
     if ('existingId' in input.file) {
       fileId = input.file.existingId;
     } else {
       fileId = input.file.id;
-      inserted = await insertFileInstance(
-        tx,
-        { id: fileId, locationId: input.file.locationId, uri: input.file.uri, storageClass: bucket.defaultStorageClass, size, checksum: input.file.checksum, state: 'readable' },
-        now,
-      );
-      if (input.file.content) await insertInlineFile(tx, input.file.uri, input.file.content, now);
+      const file: NewFileInstance = { id: fileId, locationId: input.file.locationId, uri: input.file.uri, storageClass: bucket.defaultStorageClass, size, checksum: input.file.checksum, state: 'readable' };
+      if (ctx.dialect === 'postgres') {
+        const content = input.file.content;
+        const row = content
+          ? await insertInlineFileRetiringHead.first(tx, bucket.id, input.key, content, ...fileRowArgs(file, now))
+          : await insertFileRetiringHead.first(tx, bucket.id, input.key, ...fileRowArgs(file, now));
+        inserted = toFile(row!);
+        retired = true;
+      } else {
+        inserted = await insertFileInstance(tx, file, now);
+        if (input.file.content) await insertInlineFile(tx, input.file.uri, input.file.content, now);
+      }
     }
     if (hooks.inTransaction) await hooks.inTransaction(tx);
-    await retireHead.execute(tx, now, bucket.id, input.key);
+    if (!retired) await retireHead.execute(tx, now, bucket.id, input.key);
     // The metadata goes in with the row, not as a second statement in the write transaction.
     const metadata = input.metadata ? JSON.stringify(input.metadata) : null;
     const row = (await insertHeadVersion.first(tx, versionId, bucket.id, input.key, fileId, input.mimetype, JSON.stringify(input.tags), now, now, metadata))!;
