@@ -143,16 +143,13 @@ const retireHead = prepared((db: Executor, now: number, bucketId: string, key: s
  * is a round trip and costs the event loop about 100 µs (pg's Bind/Execute and a writev to the socket:
  * 58 µs per writev in a W3 profile), and a bucket's uploads commit one after another in its group.
  */
+const retiringHead = (db: Executor, bucketId: string, key: string, now: number) =>
+  db.with('retired', (q) => q.updateTable('object_versions').set({ is_head: 0, updated: now }).where('bucket_id', '=', bucketId).where('key', '=', key).where('is_head', '=', TRUE_LITERAL));
 const insertFileRetiringHead = prepared((db: Executor, ...[bucketId, key, ...row]: [string, string, ...FileRowArgs]) =>
-  db
-    .with('retired', (q) => q.updateTable('object_versions').set({ is_head: 0, updated: row[10] }).where('bucket_id', '=', bucketId).where('key', '=', key).where('is_head', '=', TRUE_LITERAL))
-    .insertInto('files')
-    .values(fileInstanceRow(...row))
-    .returningAll(),
+  retiringHead(db, bucketId, key, row[10]).insertInto('files').values(fileInstanceRow(...row)).returningAll(),
 );
 const insertInlineFileRetiringHead = prepared((db: Executor, ...[bucketId, key, data, ...row]: [string, string, Buffer, ...FileRowArgs]) =>
-  db
-    .with('retired', (q) => q.updateTable('object_versions').set({ is_head: 0, updated: row[10] }).where('bucket_id', '=', bucketId).where('key', '=', key).where('is_head', '=', TRUE_LITERAL))
+  retiringHead(db, bucketId, key, row[10])
     .with('bytes', (q) => q.insertInto('inline_files').values({ uri: row[2], data, created: row[10] }))
     .insertInto('files')
     .values(fileInstanceRow(...row))
