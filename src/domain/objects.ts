@@ -25,6 +25,11 @@ export type { ExpectedDigest } from './receive.js';
 
 export interface PutObjectInput {
   bucketId: string;
+  /**
+   * The bucket as the door has just read it (live), so that it is not read again; read when absent.
+   * The commit checks it once more under its row lock.
+   */
+  bucket?: Bucket;
   key: string;
   source: Readable;
   /** Content-Length announced by the client, or null when unknown. */
@@ -49,8 +54,8 @@ export interface PutObjectInput {
  * Checks made before a single byte of an upload is read: existence, lock, key, announced size, and
  * the precondition against the current head (so a refused upload is not received at all).
  */
-export async function checkUploadAllowed(ctx: DomainContext, bucketId: string, key: string, declaredSize: number | null, precondition?: Precondition | null) {
-  const bucket = await getLiveBucket(ctx.db, bucketId);
+export async function checkUploadAllowed(ctx: DomainContext, bucketId: string, key: string, declaredSize: number | null, precondition?: Precondition | null, known?: Bucket) {
+  const bucket = known && known.id === bucketId && !known.deleted ? known : await getLiveBucket(ctx.db, bucketId);
   if (declaredSize !== null) checkSize(bucket, declaredSize);
   assertWritable(bucket);
   validateKey(key, ctx.config.objectKeyMaxLen);
@@ -64,15 +69,17 @@ export async function checkUploadAllowed(ctx: DomainContext, bucketId: string, k
  * instance and the version and moves the head. Any failure leaves no row and no file behind.
  */
 export async function putObject(ctx: DomainContext, input: PutObjectInput): Promise<ObjectVersion> {
-  const bucket = await checkUploadAllowed(ctx, input.bucketId, input.key, input.declaredSize, input.precondition);
+  const bucket = await checkUploadAllowed(ctx, input.bucketId, input.key, input.declaredSize, input.precondition, input.bucket);
   const limit = tightestLimit(bucket);
-  const location = await getLocationById(ctx.db, bucket.defaultLocation);
   const fileId = newId();
   // A small upload of announced size is kept in the database, written with its metadata in one
-  // commit (storage/inline); any other goes to the location's storage, bytes first.
+  // commit (storage/inline); any other goes to the location's storage, bytes first. An inline file
+  // instance belongs to the bucket's location without using its URI (the files row's reference to
+  // the location is checked by the database), so the location is read only for a file.
   const inline = ctx.config.inlineMaxSize > 0 && input.declaredSize !== null && input.declaredSize <= ctx.config.inlineMaxSize;
-  const backend = ctx.storage.forUri(inline ? INLINE_SCHEME : location.uri);
-  const uri = backend.makeUri(location.uri, fileId);
+  const location = inline ? null : await getLocationById(ctx.db, bucket.defaultLocation);
+  const backend = ctx.storage.forUri(location?.uri ?? INLINE_SCHEME);
+  const uri = backend.makeUri(location?.uri ?? '', fileId);
 
   // A source that already failed (a door's decoder refused the body while the checks ran) would
   // never end a pipe: refuse now, before anything is written.
@@ -108,7 +115,7 @@ export async function putObject(ctx: DomainContext, input: PutObjectInput): Prom
     version = await commitNewVersion(ctx, {
       bucketId: bucket.id,
       key: input.key,
-      file: { id: fileId, locationId: location.id, uri, size: received.bytes, checksum: received.checksum, content: received.stored.content },
+      file: { id: fileId, locationId: bucket.defaultLocation, uri, size: received.bytes, checksum: received.checksum, content: received.stored.content },
       mimetype: chooseMimetype(input.key, input.contentType),
       tags: input.tags ?? {},
       precondition: input.precondition,

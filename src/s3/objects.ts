@@ -96,6 +96,7 @@ export async function putObjectOp(r: S3Request, bucket: Bucket): Promise<void> {
   try {
     version = await putObject(r.ctx, {
       bucketId: bucket.id,
+      bucket,
       key: r.key,
       source: payload.source,
       through: payload.through,

@@ -56,7 +56,7 @@ export async function fixityHandler({ ctx, auth }: HttpDeps, req: FastifyRequest
 export async function putHandler(deps: HttpDeps, req: FastifyRequest, reply: FastifyReply, addr: ObjectAddress) {
   const { ctx, auth } = deps;
   assertAcceptsJson(req);
-  await getLiveBucket(ctx.db, addr.bucketId);
+  const bucket = await getLiveBucket(ctx.db, addr.bucketId);
   await auth.require(req, 'bucket-update', { type: 'bucket', bucketId: addr.bucketId });
   const precondition = writePrecondition(req);
   const watch = watchUpload(req, ctx.config.bodyIdleTimeout);
@@ -64,6 +64,7 @@ export async function putHandler(deps: HttpDeps, req: FastifyRequest, reply: Fas
     const body = await watch.until(parseUpload(req, deps.uploadAdapters));
     const version = await putObject(ctx, {
       bucketId: addr.bucketId,
+      bucket,
       key: addr.key,
       source: body.stream,
       declaredSize: body.size,
