@@ -14,6 +14,7 @@ import { verifyFile } from '../src/domain/integrity.js';
 import { createLocation } from '../src/domain/locations.js';
 import { migrateFile } from '../src/domain/migration.js';
 import { DEFAULT_INLINE_MAX_SIZE } from '../src/config.js';
+import { bytesReadWith, findHeadInLiveBucket, findLiveBucketWithHead } from '../src/domain/objects.js';
 
 const MAX = 4096;
 
@@ -69,6 +70,39 @@ describe('Small objects in the database (FILES_REST_INLINE_MAX_SIZE)', () => {
     const head = await fetch(`${s.files}/${bucket}/small.bin`, { method: 'HEAD' });
     assert.equal(head.headers.get('content-length'), String(v2.length));
     assert.equal(await bucketSize(bucket), v1.length + v2.length);
+  });
+
+  it('a download of a small head reads its bytes with its version (one statement): the inline backend is not asked; a HEAD does not read them', async () => {
+    const bucket = await createBucket(s.files);
+    const body = randomBytes(1000);
+    const v = await put(`${s.files}/${bucket}/with-version.bin`, body);
+    const f = await fileOf(bucket, 'with-version.bin');
+    const head = (await findHeadInLiveBucket(db(), bucket, 'with-version.bin', true))!;
+    assert.ok(bytesReadWith(head.file!)?.equals(body), 'the bytes came with the version');
+    assert.equal(bytesReadWith((await findHeadInLiveBucket(db(), bucket, 'with-version.bin'))!.file!), undefined, 'not without asking');
+    const viaName = (await findLiveBucketWithHead(db(), { id: bucket }, 'with-version.bin', true))!;
+    assert.ok(bytesReadWith(viaName.head!.version.file!)?.equals(body), 'the S3 door\'s lookup too');
+    // The inline backend refuses to read for a while: the head is still served, whole and ranged.
+    const backend = s.server.core.ctx.storage.forUri(f.uri!) as unknown as Record<'readRange' | 'open', unknown>;
+    const saved = { readRange: backend.readRange, open: backend.open };
+    const refuse = async () => {
+      throw new Error('the inline backend was asked');
+    };
+    backend.readRange = refuse;
+    backend.open = refuse;
+    try {
+      const whole = await fetch(`${s.files}/${bucket}/with-version.bin`);
+      assert.equal(whole.status, 200);
+      assert.deepEqual(Buffer.from(await whole.arrayBuffer()), body);
+      const ranged = await fetch(`${s.files}/${bucket}/with-version.bin`, { headers: { range: 'bytes=10-19' } });
+      assert.equal(ranged.status, 206);
+      assert.deepEqual(Buffer.from(await ranged.arrayBuffer()), body.subarray(10, 20));
+      // A version addressed by its id is read through the backend (here: refused, so not served).
+      const byId = await req(`${s.files}/${bucket}/with-version.bin?versionId=${v.json.version_id}`);
+      assert.notEqual(byId.status, 200);
+    } finally {
+      Object.assign(backend, saved);
+    }
   });
 
   it('an empty upload is kept inline too, and reads back empty', async () => {

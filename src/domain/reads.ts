@@ -6,7 +6,7 @@ import { recordCopyResult } from './replicas.js';
 import { getLiveBucket } from './buckets.js';
 import type { DomainContext } from './context.js';
 import type { FileInstance, ObjectVersion } from './models.js';
-import { findHeadInLiveBucket, getVersionForRead } from './objects.js';
+import { bytesReadWith, findHeadInLiveBucket, getVersionForRead } from './objects.js';
 
 /**
  * The domain half of a download, for every door: which version a read gets, whether its bytes may be
@@ -34,9 +34,11 @@ export async function resolveRead(
   ctx: DomainContext,
   addr: { bucketId: string; key: string; versionId: string | null },
   checks: ReadChecks,
+  /** The bytes will be read (a GET, not a HEAD): a small head's inline bytes come with its lookup. */
+  opts: { bytes?: boolean } = {},
 ): Promise<ObjectVersion> {
   if (addr.versionId === null) {
-    const head = await findHeadInLiveBucket(ctx.db, addr.bucketId, addr.key);
+    const head = await findHeadInLiveBucket(ctx.db, addr.bucketId, addr.key, opts.bytes ?? false);
     await checks.object();
     if (!head || head.fileId === null) throw new AppError('OBJECT_NOT_FOUND');
     return head;
@@ -142,18 +144,24 @@ export async function openContent(ctx: DomainContext, file: ServableFile, range:
     if (failed) await readFailed(ctx, file, failed.copy, failed.e);
     failed = null;
   };
+  // An inline file's bytes read with its version (objects.ts, `bytesReadWith`): the first copy's.
+  const fetched = bytesReadWith(file);
   for await (const copy of readCandidates(ctx, file)) {
     await flush();
     const backend = ctx.storage.forUri(copy.uri);
     try {
-      if (length > SMALL_READ && backend.openReader) {
-        const reader = await backend.openReader(copy.uri);
-        return { kind: 'reader', reader, range: whole, copy, checksum: mode === 'all' ? file.checksum : null };
-      }
       let data: Buffer | null = null;
-      if (length <= SMALL_READ && backend.readRange) data = await backend.readRange(copy.uri, whole);
-      else if (length <= SMALL_READ && mode !== 'off') data = await readAll(await backend.open(copy.uri));
-      if (data === null) return { kind: 'stream', stream: await backend.open(copy.uri, range ?? undefined), copy, checksum: mode === 'all' ? file.checksum : null };
+      if (fetched && copy.uri === file.uri && fetched.length === file.size) {
+        data = fetched.subarray(whole.start, whole.end + 1);
+      } else {
+        if (length > SMALL_READ && backend.openReader) {
+          const reader = await backend.openReader(copy.uri);
+          return { kind: 'reader', reader, range: whole, copy, checksum: mode === 'all' ? file.checksum : null };
+        }
+        if (length <= SMALL_READ && backend.readRange) data = await backend.readRange(copy.uri, whole);
+        else if (length <= SMALL_READ && mode !== 'off') data = await readAll(await backend.open(copy.uri));
+        if (data === null) return { kind: 'stream', stream: await backend.open(copy.uri, range ?? undefined), copy, checksum: mode === 'all' ? file.checksum : null };
+      }
       if (mode !== 'off') {
         const found = md5Of(data);
         if (found !== file.checksum || data.length !== file.size) {

@@ -282,7 +282,7 @@ export class S3Door {
     }
     if ((m === 'GET' || m === 'HEAD') && !r.query.has('uploadId') && !r.query.has('tagging') && !r.query.has('versionId')) {
       // GetObject of the head: the bucket and the head in one statement.
-      const found = await findLiveBucketWithHead(r.ctx.db, isBucketId(r.bucketName) ? { id: r.bucketName } : { name: r.bucketName }, r.key);
+      const found = await findLiveBucketWithHead(r.ctx.db, isBucketId(r.bucketName) ? { id: r.bucketName } : { name: r.bucketName }, r.key, m === 'GET');
       if (found) return getObjectOp(r, found.bucket, found.head);
     }
     const bucket = await this.bucketOf(r);

@@ -20,10 +20,15 @@ export async function downloadHandler({ ctx, auth }: HttpDeps, req: FastifyReque
   const q = query(req);
   const versionId = uuidParam(q, 'versionId');
   const resource = { type: 'object' as const, bucketId: addr.bucketId, key: addr.key };
-  const version = await resolveRead(ctx, { ...addr, versionId }, {
-    object: () => auth.require(req, 'object-read', resource),
-    version: (id) => auth.require(req, 'object-read-version', { ...resource, id }),
-  });
+  const version = await resolveRead(
+    ctx,
+    { ...addr, versionId },
+    {
+      object: () => auth.require(req, 'object-read', resource),
+      version: (id) => auth.require(req, 'object-read-version', { ...resource, id }),
+    },
+    { bytes: req.method === 'GET' },
+  );
   return sendDownload(ctx, req, reply, version, { attachment: flag(q, 'download') });
 }
 
