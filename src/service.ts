@@ -1,7 +1,7 @@
 import pino, { type Logger } from 'pino';
 import type { FastifyInstance } from 'fastify';
 import type { Config } from './config.js';
-import { isConnectionError, openDatabase, type DatabaseHandle } from './db/database.js';
+import { isConnectionError, openDatabase, startupWritesDone, type DatabaseHandle } from './db/database.js';
 import { DatabaseConnectError, DatabaseMissingError, describeDatabaseUrl, hasSchema } from './db/presence.js';
 import { migrateToLatest, pendingMigrations } from './db/migrations.js';
 import { createStorage } from './storage/registry.js';
@@ -266,6 +266,8 @@ export async function startServer(server: Server): Promise<string> {
     server.core.log.info(`S3 API listening on ${server.s3Url}`);
     if (!server.core.log.isLevelEnabled('info')) process.stderr.write(`files-rest: S3 API listening on ${server.s3Url}\n`);
   }
+  // A new database's migrations, first location and token start no checkpoint thread (checkpointer.ts).
+  startupWritesDone(server.core.database.db);
   // Operators and scripts wait for this line (CONTRACT.md); it is printed even when the log level hides info.
   if (!server.core.log.isLevelEnabled('info')) process.stderr.write(`files-rest: listening on ${server.url}\n`);
   const first = firstTokens.get(server);

@@ -5,10 +5,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { sql } from 'kysely';
 import { CHECKPOINT_IDLE_TICKS, CHECKPOINT_INTERVAL_MS, CHECKPOINT_START_COMMITS, WAL_RESTART_BYTES } from '../src/db/checkpointer.js';
-import { checkpointerStats, isUniqueViolation, openDatabase, transaction, walDurability, type DatabaseHandle, type WalDurability } from '../src/db/database.js';
+import { checkpointerStats, isUniqueViolation, startupWritesDone, openDatabase, transaction, walDurability, type DatabaseHandle, type WalDurability } from '../src/db/database.js';
 import type { Tx } from '../src/db/schema.js';
 import { migrateToLatest } from '../src/db/migrations.js';
 import { loadConfig } from '../src/config.js';
+import { createServer, startServer } from '../src/service.js';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 
@@ -22,6 +23,18 @@ import { createPgDatabase, testDatabase } from './support/server.js';
 function testDriver(): 'better-sqlite3' | 'node' {
   return process.env.TEST_SQLITE_DRIVER === 'node' ? 'node' : 'better-sqlite3';
 }
+
+/** Checkpoint threads of this process (Linux: their names). */
+const threads = () =>
+  process.platform === 'linux'
+    ? readdirSync('/proc/self/task').filter((id) => {
+        try {
+          return readFileSync(`/proc/self/task/${id}/comm`, 'utf8').trim() === 'files-rest-ckpt';
+        } catch {
+          return false;
+        }
+      }).length
+    : 0;
 
 describe('FILES_REST_SQLITE_DRIVER', () => {
   it('is better-sqlite3 by default, node on request, and anything else is refused naming the setting', () => {
@@ -100,16 +113,6 @@ describe('SQLite commits are flushed before they are acknowledged', () => {
 
   it('checkpoints the WAL on a thread of its own while there are writes: the connection does not (wal_autocheckpoint 0), the pages reach the database file, the thread ends when idle and with the handle, and starts again after enough commits', async () => {
     const own = join(dir, 'checkpointed.db');
-    const threads = () =>
-      process.platform === 'linux'
-        ? readdirSync('/proc/self/task').filter((id) => {
-            try {
-              return readFileSync(`/proc/self/task/${id}/comm`, 'utf8').trim() === 'files-rest-ckpt';
-            } catch {
-              return false;
-            }
-          }).length
-        : 0;
     const linux = process.platform === 'linux';
     // The suite's own handle may have its thread too.
     await waitUntil(() => threads() === 0, (CHECKPOINT_IDLE_TICKS * CHECKPOINT_INTERVAL_MS) + 5_000);
@@ -141,6 +144,46 @@ describe('SQLite commits are flushed before they are acknowledged', () => {
       await c.close();
     }
     assert.equal(threads(), 0, 'the thread ended with the handle');
+  });
+
+  it('the commits of a start-up start no checkpoint thread once the server says they are done (startupWritesDone); without that they count', async () => {
+    if (process.platform !== 'linux') return;
+    await waitUntil(() => threads() === 0, (CHECKPOINT_IDLE_TICKS * CHECKPOINT_INTERVAL_MS) + 5_000);
+    for (const [name, done] of [['settled', true], ['counted', false]] as const) {
+      const c = await openDatabase(`sqlite:${join(dir, `start-up-${name}.db`)}`, { sqliteDriver: testDriver() });
+      try {
+        // Each statement outside a transaction is a commit of its own, flushed: one short of the count.
+        await sql`create table start_up (n integer)`.execute(c.db);
+        for (let i = 0; i < CHECKPOINT_START_COMMITS - 2; i++) await sql`insert into start_up (n) values (${i})`.execute(c.db);
+        if (done) startupWritesDone(c.db);
+        await sql`insert into start_up (n) values (-1)`.execute(c.db);
+        if (done) {
+          await new Promise((r) => setTimeout(r, 300));
+          assert.equal(threads(), 0, 'no thread for the start-up writes');
+        } else {
+          await waitUntil(() => threads() === 1, 5_000);
+          assert.equal(threads(), 1, `the ${CHECKPOINT_START_COMMITS}th commit starts it`);
+        }
+      } finally {
+        await c.close();
+      }
+    }
+  });
+
+  it('a server started on a new database runs no checkpoint thread', async () => {
+    if (process.platform !== 'linux') return;
+    await waitUntil(() => threads() === 0, (CHECKPOINT_IDLE_TICKS * CHECKPOINT_INTERVAL_MS) + 5_000);
+    const data = join(dir, 'new-server');
+    const server = await createServer(
+      loadConfig({ DATABASE_URL: `sqlite:${join(data, 'db.sqlite')}`, FILES_REST_DATA_DIR: join(data, 'files'), HOST: '127.0.0.1', PORT: '0', FILES_REST_S3_PORT: 'off', LOG_LEVEL: 'silent', FILES_REST_SQLITE_DRIVER: testDriver() }),
+    );
+    try {
+      await startServer(server);
+      await new Promise((r) => setTimeout(r, 500));
+      assert.equal(threads(), 0);
+    } finally {
+      await server.stop();
+    }
   });
 
   it('under steady writes the WAL starts over near WAL_RESTART_BYTES instead of growing with every commit, and is cut back to it', async () => {

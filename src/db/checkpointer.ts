@@ -137,6 +137,15 @@ export class Checkpointer {
     );
   }
 
+  /**
+   * The writes so far start no thread: a new database's migrations commit a hundred statements
+   * one by one, which started the thread (an isolate of about 10 MB) in every server just created.
+   * Their pages wait in the WAL for the next checkpoint.
+   */
+  forgetStartupCommits(): void {
+    this.#commits = 0;
+  }
+
   /** Stops the thread (its connection closes; a checkpoint under way completes first). */
   async stop(): Promise<void> {
     this.#stopped = true;

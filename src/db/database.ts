@@ -601,6 +601,11 @@ export function checkpointerStats(db: Db): CheckpointerStats | null {
   return checkpointers.get(db)?.stats ?? null;
 }
 
+/** After a server's start-up writes (migrations): they start no checkpoint thread (checkpointer.ts). */
+export function startupWritesDone(db: Db): void {
+  checkpointers.get(db)?.forgetStartupCommits();
+}
+
 /** The WAL flusher of a SQLite database opened by openDatabase; null on PostgreSQL. */
 export function walDurability(db: Db): WalDurability | null {
   return durabilities.get(db) ?? null;
