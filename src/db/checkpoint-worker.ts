@@ -46,9 +46,14 @@ function end(): void {
   parentPort!.close();
 }
 
-/** SQLITE_BUSY (another process's checkpoint under way) is no failure: the next tick tries again. */
-function busyOrThrow(e: unknown): void {
-  if (!/busy|locked/i.test(String((e as Error)?.message))) throw e;
+/** Runs a checkpoint; SQLITE_BUSY (another process's checkpoint under way) is no failure: the next tick tries again. */
+function run(statement: typeof checkpoint): CheckpointRow | undefined {
+  try {
+    return statement.all()[0] as CheckpointRow | undefined;
+  } catch (e) {
+    if (!/busy|locked/i.test(String((e as Error)?.message))) throw e;
+    return undefined;
+  }
 }
 
 /** Counts a checkpoint's outcome toward the thread's end: nothing new twice in a row is quiet. */
@@ -71,12 +76,7 @@ function next(): void {
 
 function tick(): void {
   timer = null;
-  let row: CheckpointRow | undefined;
-  try {
-    row = checkpoint.all()[0] as CheckpointRow | undefined;
-  } catch (e) {
-    busyOrThrow(e);
-  }
+  const row = run(checkpoint);
   // Under steady writes a PASSIVE checkpoint never catches up with the last frame, and SQLite
   // starts the WAL over only once every frame is in the database file: the WAL grew without end
   // (2.4 GB in 20 s of 4 KiB uploads, for a 290 MB database), and every read looked a page up in
@@ -102,9 +102,7 @@ function restartNow(paused: boolean): void {
   timer = null;
   let row: CheckpointRow | undefined;
   try {
-    row = restart.all()[0] as CheckpointRow | undefined;
-  } catch (e) {
-    busyOrThrow(e);
+    row = run(restart);
   } finally {
     parentPort!.postMessage(paused ? 'resume' : 'restarted-unpaused');
   }

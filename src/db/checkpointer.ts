@@ -138,9 +138,10 @@ export class Checkpointer {
   }
 
   /**
-   * The writes so far start no thread: a new database's migrations commit a hundred statements
-   * one by one, which started the thread (an isolate of about 10 MB) in every server just created.
-   * Their pages wait in the WAL for the next checkpoint.
+   * The writes so far start no thread: a new database's start-up writes (its migrations, one
+   * statement at a time, the first location and token) reached CHECKPOINT_START_COMMITS and started
+   * the thread (an isolate of about 10 MB) in every server just created. Their pages wait in the WAL
+   * for the next checkpoint.
    */
   forgetStartupCommits(): void {
     this.#commits = 0;

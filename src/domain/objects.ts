@@ -1,9 +1,9 @@
 import type { Readable } from 'node:stream';
-import type { Compilable } from 'kysely';
+import type { Compilable, QueryCreator } from 'kysely';
 import { AppError } from '../errors.js';
 import { transaction } from '../db/database.js';
 import { prepared } from '../db/prepared.js';
-import { TRUE_LITERAL, type Executor } from '../db/schema.js';
+import { TRUE_LITERAL, type Database, type Executor } from '../db/schema.js';
 import type { ByteMeter, ByteObserver, DigestAlgorithm } from './byte-meter.js';
 import { receive, type ExpectedDigest } from './receive.js';
 import { newId } from '../util/ids.js';
@@ -133,14 +133,10 @@ export async function putObject(ctx: DomainContext, input: PutObjectInput): Prom
 }
 
 // The statements of an upload's commit, compiled once (see db/prepared.ts).
-const retireHead = prepared((db: Executor, now: number, bucketId: string, key: string) =>
-  db
-    .updateTable('object_versions')
-    .set({ is_head: 0, updated: now })
-    .where('bucket_id', '=', bucketId)
-    .where('key', '=', key)
-    .where('is_head', '=', TRUE_LITERAL),
-);
+/** The key's head stops being the head (its successor is inserted next). */
+const headRetirement = (db: QueryCreator<Database>, bucketId: string, key: string, now: number) =>
+  db.updateTable('object_versions').set({ is_head: 0, updated: now }).where('bucket_id', '=', bucketId).where('key', '=', key).where('is_head', '=', TRUE_LITERAL);
+const retireHead = prepared((db: Executor, now: number, bucketId: string, key: string) => headRetirement(db, bucketId, key, now));
 /**
  * PostgreSQL: a new file instance and the retirement of its key's head in one statement (a
  * data-modifying WITH), with its bytes too when they are kept inline, instead of two or three; the
@@ -151,7 +147,7 @@ const retireHead = prepared((db: Executor, now: number, bucketId: string, key: s
  * 58 µs per writev in a W3 profile), and a bucket's uploads commit one after another in its group.
  */
 const retiringHead = (db: Executor, bucketId: string, key: string, now: number) =>
-  db.with('retired', (q) => q.updateTable('object_versions').set({ is_head: 0, updated: now }).where('bucket_id', '=', bucketId).where('key', '=', key).where('is_head', '=', TRUE_LITERAL));
+  db.with('retired', (q) => headRetirement(q, bucketId, key, now));
 const insertFileRetiringHead = prepared((db: Executor, ...[bucketId, key, ...row]: [string, string, ...FileRowArgs]) =>
   retiringHead(db, bucketId, key, row[10]).insertInto('files').values(fileInstanceRow(...row)).returningAll(),
 );
