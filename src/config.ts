@@ -23,6 +23,8 @@ export interface Config {
   readonly worker: boolean;
   /** FILES_REST_PROCESSES: HTTP server processes `serve` runs (node:cluster, sharing the ports); 1: this process alone. */
   readonly processes: number;
+  /** FILES_REST_HEAP_GROWTH_PERCENT: V8's heap may grow this far (percent) past its last full collection's live size; 0: V8's own factor. */
+  readonly heapGrowthPercent: number;
   readonly permissionFactory: PermissionFactoryName;
   readonly defaultMaxFileSize: number | null;
   readonly defaultQuotaSize: number | null;
@@ -158,7 +160,7 @@ export const DEFAULT_INLINE_MAX_SIZE = 64 * 1024;
 const KNOWN = new Set([
   'HOST', 'PORT', 'DATABASE_URL', 'MAX_CONTENT_LENGTH', 'LOG_LEVEL',
   'FILES_REST_URL_PREFIX', 'FILES_REST_BASE_URL', 'FILES_REST_DATA_DIR', 'FILES_REST_AUTO_LOCATION',
-  'FILES_REST_WORKER', 'FILES_REST_PROCESSES', 'FILES_REST_PERMISSION_FACTORY', 'FILES_REST_DEFAULT_MAX_FILE_SIZE',
+  'FILES_REST_WORKER', 'FILES_REST_PROCESSES', 'FILES_REST_HEAP_GROWTH_PERCENT', 'FILES_REST_PERMISSION_FACTORY', 'FILES_REST_DEFAULT_MAX_FILE_SIZE',
   'FILES_REST_DEFAULT_QUOTA_SIZE', 'FILES_REST_OBJECT_KEY_MAX_LEN', 'FILES_REST_MULTIPART_MAX_PARTS',
   'FILES_REST_MULTIPART_CHUNKSIZE_MIN', 'FILES_REST_MULTIPART_CHUNKSIZE_MAX', 'FILES_REST_MULTIPART_EXPIRES', 'FILES_REST_TUS_EXPIRES',
   'FILES_REST_XSENDFILE_ENABLED', 'FILES_REST_STORAGE_FACTORY', 'FILES_REST_STORAGE_PATH_SPLIT_LENGTH',
@@ -419,6 +421,7 @@ export function loadConfig(env: Env = process.env): Config {
     autoLocation: flag(env, 'FILES_REST_AUTO_LOCATION', true),
     worker: flag(env, 'FILES_REST_WORKER', true),
     processes: processCount(env),
+    heapGrowthPercent: requiredInteger(env, 'FILES_REST_HEAP_GROWTH_PERCENT', 50, { min: 0, max: 1000 }),
     console: flag(env, 'FILES_REST_CONSOLE', true),
     permissionFactory,
     defaultMaxFileSize: integer(env, 'FILES_REST_DEFAULT_MAX_FILE_SIZE', null),

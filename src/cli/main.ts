@@ -9,6 +9,7 @@ import { clientCommands } from './client-commands.js';
 import { output } from './output.js';
 import { loadServerKeys } from '../auth/server-key.js';
 import { isClusterPrimary, onPrimaryGone, runClusterPrimary } from './cluster.js';
+import { limitHeapGrowth } from '../util/heap-growth.js';
 
 function fail(e: unknown): never {
   let msg: string;
@@ -33,6 +34,7 @@ export async function main(argv: string[]): Promise<void> {
     .description('serve the HTTP API (and, unless FILES_REST_WORKER=0, the background worker)')
     .action(async () => {
       const config = loadConfig();
+      limitHeapGrowth(config.heapGrowthPercent);
       if (isClusterPrimary(config)) {
         process.exitCode = await runClusterPrimary(config, createLogger(config));
         return;
@@ -63,6 +65,7 @@ export async function main(argv: string[]): Promise<void> {
     .option('--concurrency <n>', 'tasks at once', '2')
     .action(async (o: { concurrency: string }) => {
       const config = loadConfig();
+      limitHeapGrowth(config.heapGrowthPercent);
       const core = await openCore(config, createLogger(config, 'files-rest-worker'));
       // The worker sweeps storage: it adopts the locations (owner markers) as the server does.
       await prepareLocations(core.ctx, { autoLocation: false });
