@@ -421,7 +421,7 @@ export function loadConfig(env: Env = process.env): Config {
     autoLocation: flag(env, 'FILES_REST_AUTO_LOCATION', true),
     worker: flag(env, 'FILES_REST_WORKER', true),
     processes: processCount(env),
-    heapGrowthPercent: requiredInteger(env, 'FILES_REST_HEAP_GROWTH_PERCENT', 50, { min: 0, max: 1000 }),
+    heapGrowthPercent: requiredInteger(env, 'FILES_REST_HEAP_GROWTH_PERCENT', 100, { min: 0, max: 1000 }),
     console: flag(env, 'FILES_REST_CONSOLE', true),
     permissionFactory,
     defaultMaxFileSize: integer(env, 'FILES_REST_DEFAULT_MAX_FILE_SIZE', null),
