@@ -4,7 +4,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { Readable } from 'node:stream';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { DIGEST_THREAD_NAME, OffThreadDigest, stopDigestThread } from '../src/util/digest-thread.js';
+import { DIGEST_THREAD_NAME, OffThreadDigest, setDigestThreadIdleExit, stopDigestThread } from '../src/util/digest-thread.js';
 import { receive } from '../src/domain/receive.js';
 import { ByteMeter, HASH_HERE_MAX } from '../src/domain/byte-meter.js';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -205,6 +205,33 @@ describe('digests on the digest thread', () => {
     assert.equal(signal, null, 'the process exited by itself (it was killed after 20 s)');
     assert.equal(code, 0, err);
     assert.equal(out.trim(), 'equal', 'the digest was delivered before the process exited');
+  });
+
+  it('a digest thread stops once unused for a while, never while it holds a digest being fed; the next digest starts one again', { skip: process.platform !== 'linux' && 'thread names are read from /proc' }, async () => {
+    const digestThreads = () => readdirSync('/proc/self/task').filter((id) => readFileSync(`/proc/self/task/${id}/comm`, 'utf8').trim() === DIGEST_THREAD_NAME).length;
+    const until = async (what: string, ok: () => boolean) => {
+      for (let i = 0; i < 100 && !ok(); i++) await new Promise((r) => setTimeout(r, 50));
+      assert.ok(ok(), what);
+    };
+    setDigestThreadIdleExit(200);
+    try {
+      const chunk = randomBytes(MiB);
+      // A body that pauses longer than the idle time: its thread holds its state and must stay.
+      const slow = new OffThreadDigest('sha256');
+      slow.update(chunk);
+      await new Promise((r) => setTimeout(r, 700));
+      assert.ok(digestThreads() >= 1, 'the thread holding a digest being fed is still there');
+      slow.update(chunk);
+      assert.deepEqual(await slow.digest(), createHash('sha256').update(chunk).update(chunk).digest());
+      await until('every digest thread stopped once unused', () => digestThreads() === 0);
+      const next = new OffThreadDigest('sha256');
+      feed(next, Buffer.concat([chunk, chunk]), [65536]);
+      const result = next.digest();
+      await until('a thread started again', () => digestThreads() >= 1);
+      assert.deepEqual(await result, createHash('sha256').update(chunk).update(chunk).digest());
+    } finally {
+      setDigestThreadIdleExit(5000);
+    }
   });
 
   it('an unknown algorithm is refused where the digest is made', () => {
