@@ -124,7 +124,7 @@ class DigestThread {
     if (this.inFlight.size > 0 || this.waiting.size > 0) return;
     this.worker.unref();
     // No digest's state left in it either: stop it once it has stayed unused for a while.
-    if (this.held === 0 && this.#idleTimer === null && this.alive) {
+    if (this.#unused() && this.#idleTimer === null && this.alive) {
       this.#idleTimer = setTimeout(() => {
         this.#idleTimer = null;
         if (this.#unused()) this.#retire();
