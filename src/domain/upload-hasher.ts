@@ -109,9 +109,16 @@ export class UploadHasher {
     }
   }
 
+  /**
+   * Forgets an upload's digest. A hashing step or a `finish` already under way holds the cursor:
+   * it is marked broken so neither goes on with a digest the backend no longer has.
+   */
   forget(uploadId: string): void {
     const c = this.#cursors.get(uploadId);
-    if (c && this.#cursors.delete(uploadId)) c.digests.drop(uploadId);
+    if (!c) return;
+    c.broken = true;
+    this.#cursors.delete(uploadId);
+    c.digests.drop(uploadId);
   }
 
   /** Forgets every upload (the backends' digests end with the backends). */

@@ -53,7 +53,11 @@ export interface FileReader {
  * the whole file again.
  */
 export interface RunningDigests {
-  /** Extends digest `id` with bytes [start, end) of the stored file `uri`. Rejects when they cannot all be read, or the digest was lost. */
+  /**
+   * Extends digest `id` with bytes [start, end) of the stored file `uri`; the first range starts at
+   * 0 and each next one where the last ended. Rejects when they cannot all be read, when the digest
+   * was lost or dropped, or when `start` does not continue it (never a digest of part of the file).
+   */
   extend(id: string, uri: string, start: number, end: number): Promise<void>;
   /** The MD5 (hex) of everything `id` was extended with, or null when there is none (never extended, lost); forgets `id`. */
   digest(id: string): Promise<string | null>;

@@ -17,24 +17,30 @@ type Msg =
 
 nameThisThread(String((workerData as { name: string }).name));
 
-const hashes = new Map<string, Hash>();
+/** Each upload's running MD5 and the offset its next range must start at. */
+const hashes = new Map<string, { hash: Hash; next: number }>();
 const BUF = Buffer.allocUnsafe(1024 * 1024);
 
 async function hashRange(m: Extract<Msg, { type: 'range' }>): Promise<string> {
   let whole = hashes.get(m.id);
+  // Ranges are contiguous from 0: a range that does not continue the digest (it was dropped, or a
+  // range was skipped) would give the MD5 of part of the file, so it fails and the caller reads the file.
   if (!whole) {
-    whole = createHash('md5');
+    if (m.start !== 0) throw new Error(`no running digest continues at ${m.start} (it was dropped)`);
+    whole = { hash: createHash('md5'), next: 0 };
     hashes.set(m.id, whole);
   }
+  if (m.start !== whole.next) throw new Error(`the running digest is at ${whole.next}, not at ${m.start}`);
   const fh = await open(m.path, 'r');
   try {
     let pos = m.start;
     while (pos < m.end) {
       const { bytesRead } = await fh.read(BUF, 0, Math.min(BUF.length, m.end - pos), pos);
       if (bytesRead === 0) throw new Error(`file ended at ${pos}, expected ${m.end}`);
-      whole.update(BUF.subarray(0, bytesRead));
+      whole.hash.update(BUF.subarray(0, bytesRead));
       pos += bytesRead;
     }
+    whole.next = pos;
   } finally {
     await fh.close();
   }
@@ -50,7 +56,7 @@ parentPort!.on('message', (m: Msg) => {
       else if (m.type === 'digest') {
         const h = hashes.get(m.id);
         hashes.delete(m.id);
-        parentPort!.postMessage({ seq: m.seq, ok: true, value: h ? h.digest('hex') : null });
+        parentPort!.postMessage({ seq: m.seq, ok: true, value: h ? h.hash.digest('hex') : null });
       } else hashes.delete(m.id);
     } catch (e) {
       if (m.type !== 'drop') {
