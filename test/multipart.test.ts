@@ -195,8 +195,9 @@ describe('Multipart uploads', { skip: skipOnS3 }, () => {
       .select('files.uri')
       .where('multipart_uploads.id', '=', u.id)
       .executeTakeFirstOrThrow();
+    // This suite runs on the fs backend (skipped on S3), which keeps running digests.
     const digests = ctx.storage.forUri(file.uri!).runningDigests;
-    if (!digests) return; // a backend without running digests: completion always reads the file
+    assert.ok(digests, 'the fs backend keeps running digests');
     const extend = digests.extend;
     let release!: () => void;
     const gate = new Promise<void>((r) => (release = r));
