@@ -320,6 +320,8 @@ function serviceEnv(dir: string, port: number, databaseUrl: string, s3Port = 0):
     // BENCH_PROCESSES=N runs files-rest with FILES_REST_PROCESSES=N (node:cluster). Its CPU and memory
     // columns then count the primary only, which serves nothing: read the throughput columns.
     ...(process.env.BENCH_PROCESSES ? { FILES_REST_PROCESSES: process.env.BENCH_PROCESSES } : {}),
+    // BENCH_SQLITE_READ_THREADS=0 measures files-rest with every SQLite read on the event loop (FILES_REST_SQLITE_READ_THREADS).
+    ...(process.env.BENCH_SQLITE_READ_THREADS ? { FILES_REST_SQLITE_READ_THREADS: process.env.BENCH_SQLITE_READ_THREADS } : {}),
     // BENCH_INLINE_MAX_SIZE=0 measures small uploads stored as files (FILES_REST_INLINE_MAX_SIZE).
     ...(process.env.BENCH_INLINE_MAX_SIZE ? { FILES_REST_INLINE_MAX_SIZE: process.env.BENCH_INLINE_MAX_SIZE } : {}),
   };

@@ -72,6 +72,8 @@ export interface Config {
   readonly inlineMaxSize: number;
   /** FILES_REST_SQLITE_DRIVER: better-sqlite3 (default) or node (node:sqlite, Node.js 22.5+). */
   readonly sqliteDriver: 'better-sqlite3' | 'node';
+  /** SQLite: threads that run the reads outside transactions while reads overlap (0: every statement on the event loop). */
+  readonly sqliteReadThreads: number;
   /** Milliseconds a PostgreSQL statement may run (0: no limit); a query without an answer for 5 s more fails too. */
   readonly dbStatementTimeout: number;
   /** PostgreSQL: the hot queries as named prepared statements (off for a pooler that cannot keep them, such as PgBouncer before 1.21 in transaction mode). */
@@ -166,7 +168,7 @@ const KNOWN = new Set([
   'FILES_REST_XSENDFILE_ENABLED', 'FILES_REST_STORAGE_FACTORY', 'FILES_REST_STORAGE_PATH_SPLIT_LENGTH',
   'FILES_REST_STORAGE_PATH_DIMENSIONS', 'FILES_REST_ALLOW_RANGE_REQUESTS',
   'FILES_REST_MULTIPART_ABORT_ON_PART_FAILURE', 'FILES_REST_SHUTDOWN_GRACE', 'FILES_REST_BODY_IDLE_TIMEOUT', 'FILES_REST_TASK_POLL_INTERVAL', 'FILES_REST_TASK_LEASE',
-  'FILES_REST_DB_POOL_SIZE', 'FILES_REST_DB_STATEMENT_TIMEOUT', 'FILES_REST_SQLITE_MMAP_SIZE', 'FILES_REST_INLINE_MAX_SIZE', 'FILES_REST_SQLITE_DRIVER', 'FILES_REST_DB_CONNECT_TIMEOUT', 'FILES_REST_DB_PREPARED_STATEMENTS', 'FILES_REST_METRICS',
+  'FILES_REST_DB_POOL_SIZE', 'FILES_REST_DB_STATEMENT_TIMEOUT', 'FILES_REST_SQLITE_MMAP_SIZE', 'FILES_REST_INLINE_MAX_SIZE', 'FILES_REST_SQLITE_DRIVER', 'FILES_REST_SQLITE_READ_THREADS', 'FILES_REST_DB_CONNECT_TIMEOUT', 'FILES_REST_DB_PREPARED_STATEMENTS', 'FILES_REST_METRICS',
   'FILES_REST_MIGRATION_BYTES_PER_SECOND', 'FILES_REST_MIGRATION_GRACE', 'FILES_REST_CHECKSUM_VERIFY_PERIOD',
   'FILES_REST_CHECKSUM_VERIFY_INTERVAL', 'FILES_REST_CHECKSUM_VERIFY_MAX_FILES', 'FILES_REST_CHECKSUM_VERIFY_MAX_BYTES',
   'FILES_REST_SERVE_CORRUPTED_FILES',
@@ -452,6 +454,7 @@ export function loadConfig(env: Env = process.env): Config {
     sqliteMmapSize: requiredInteger(env, 'FILES_REST_SQLITE_MMAP_SIZE', 1024 ** 3, { min: 0 }),
     inlineMaxSize: requiredInteger(env, 'FILES_REST_INLINE_MAX_SIZE', DEFAULT_INLINE_MAX_SIZE, { min: 0, max: 1024 * 1024 }),
     sqliteDriver: sqliteDriverSetting(env),
+    sqliteReadThreads: requiredInteger(env, 'FILES_REST_SQLITE_READ_THREADS', 1, { min: 0, max: 64 }),
     metrics: flag(env, 'FILES_REST_METRICS', true),
     logLevel,
     taskPollInterval: requiredInteger(env, 'FILES_REST_TASK_POLL_INTERVAL', 1000, { min: 10 }),

@@ -44,6 +44,7 @@ async function openDatabaseFor(config: Config, create: boolean): Promise<Databas
       namedStatements: config.dbPreparedStatements,
       sqliteMmapSize: config.sqliteMmapSize,
       sqliteDriver: config.sqliteDriver,
+      sqliteReadThreads: config.sqliteReadThreads,
       mustExist: !create,
     });
   } catch (e) {

@@ -8,14 +8,17 @@ import {
   PostgresDialect,
   SqliteDialect,
   SqliteDriver,
+  SelectQueryNode,
   type DatabaseConnection,
   type Driver,
+  type QueryResult,
 } from 'kysely';
 import type { Database, Db, Dialect, Executor, Tx } from './schema.js';
 import { DatabaseMissingError } from './presence.js';
 import { statementName } from './prepared.js';
 import { Checkpointer, WAL_RESTART_BYTES, type CheckpointerStats } from './checkpointer.js';
 import { openNodeSqlite, type SqliteStatement } from './node-sqlite.js';
+import { ReadThreads, ReadThreadLost } from './read-threads.js';
 
 type SqliteDialectDatabase = NonNullable<ConstructorParameters<typeof SqliteDialect>[0]['database']>;
 
@@ -26,15 +29,43 @@ type SqliteDialectDatabase = NonNullable<ConstructorParameters<typeof SqliteDial
  */
 class ImmediateSqliteDriver extends SqliteDriver {
   readonly #durability: WalDurability;
-  constructor(config: ConstructorParameters<typeof SqliteDriver>[0], durability: WalDurability) {
+  readonly #reads: ReadThreads | null;
+  /** Holders of, and waiters for, the server's connection (Kysely's mutex): a read now would wait or overlap. */
+  #mainUsers = 0;
+  /** Reads on read threads not yet answered. */
+  #readsInFlight = 0;
+  constructor(config: ConstructorParameters<typeof SqliteDriver>[0], durability: WalDurability, reads: ReadThreads | null) {
     super(config);
     this.#durability = durability;
+    this.#reads = reads;
   }
   override async beginTransaction(connection: DatabaseConnection): Promise<void> {
+    if (connection instanceof RoutedConnection) await connection.pin();
     await connection.executeQuery(CompiledQuery.raw('begin immediate'));
   }
   override async acquireConnection(): Promise<DatabaseConnection> {
-    const inner = await super.acquireConnection();
+    if (this.#reads) return new RoutedConnection(this);
+    return this.lockMain();
+  }
+  override async releaseConnection(connection?: DatabaseConnection): Promise<void> {
+    if (connection instanceof RoutedConnection) connection.unpin();
+    else this.unlockMain();
+  }
+  override async destroy(): Promise<void> {
+    await this.#reads?.close();
+    await super.destroy();
+  }
+
+  /** The server's own connection, held until unlockMain (Kysely's mutex: one holder at a time). */
+  async lockMain(): Promise<DatabaseConnection> {
+    this.#mainUsers++;
+    let inner: DatabaseConnection;
+    try {
+      inner = await super.acquireConnection();
+    } catch (e) {
+      this.#mainUsers--;
+      throw e;
+    }
     const d = this.#durability;
     return {
       executeQuery: async (q) => {
@@ -45,18 +76,99 @@ class ImmediateSqliteDriver extends SqliteDriver {
       streamQuery: (q, chunkSize) => inner.streamQuery(q, chunkSize),
     } as DatabaseConnection;
   }
+
+  unlockMain(): void {
+    this.#mainUsers--;
+    void super.releaseConnection();
+  }
+
+  /** A SELECT on a read thread: its result, or null when no thread took it (run it on the server's connection). */
+  read<R>(q: CompiledQuery): Promise<QueryResult<R>> | null {
+    const rows = this.#reads?.run(q.sql, q.parameters, this.#mainUsers > 0 || this.#readsInFlight > 0);
+    if (!rows) return null;
+    this.#readsInFlight++;
+    return rows.then(
+      (r) => {
+        this.#readsInFlight--;
+        return { rows: r as R[] };
+      },
+      (e: unknown) => {
+        this.#readsInFlight--;
+        throw e;
+      },
+    );
+  }
+}
+
+/**
+ * A connection as Kysely sees it when SQLite's reads may go to read threads (read-threads.ts): a
+ * SELECT outside a transaction runs on a read thread when one is ready; every other statement takes
+ * the server's connection for itself alone; a transaction holds the server's connection from its
+ * BEGIN to its release, and all its statements, SELECTs included, run there.
+ */
+class RoutedConnection implements DatabaseConnection {
+  #main: DatabaseConnection | null = null;
+  constructor(private readonly driver: ImmediateSqliteDriver) {}
+
+  async pin(): Promise<void> {
+    if (!this.#main) this.#main = await this.driver.lockMain();
+  }
+
+  unpin(): void {
+    if (!this.#main) return;
+    this.#main = null;
+    this.driver.unlockMain();
+  }
+
+  async executeQuery<R>(q: CompiledQuery): Promise<QueryResult<R>> {
+    if (this.#main) return this.#main.executeQuery<R>(q);
+    if (SelectQueryNode.is(q.query)) {
+      const read = this.driver.read<R>(q);
+      if (read) {
+        try {
+          return await read;
+        } catch (e) {
+          // Lost with its thread: run here instead.
+          if (!(e instanceof ReadThreadLost)) throw e;
+        }
+      }
+    }
+    const main = await this.driver.lockMain();
+    try {
+      return await main.executeQuery<R>(q);
+    } finally {
+      this.driver.unlockMain();
+    }
+  }
+
+  async *streamQuery<R>(q: CompiledQuery, chunkSize?: number): AsyncIterableIterator<QueryResult<R>> {
+    if (this.#main) {
+      yield* this.#main.streamQuery<R>(q, chunkSize);
+      return;
+    }
+    const main = await this.driver.lockMain();
+    try {
+      yield* main.streamQuery<R>(q, chunkSize);
+    } finally {
+      this.driver.unlockMain();
+    }
+  }
 }
 
 const DML = /^\s*(insert|update|delete)\b/i;
 
 class ImmediateSqliteDialect extends SqliteDialect {
   readonly #config: ConstructorParameters<typeof SqliteDialect>[0];
-  constructor(config: ConstructorParameters<typeof SqliteDialect>[0], private readonly durability: WalDurability) {
+  constructor(
+    config: ConstructorParameters<typeof SqliteDialect>[0],
+    private readonly durability: WalDurability,
+    private readonly reads: ReadThreads | null,
+  ) {
     super(config);
     this.#config = config;
   }
   override createDriver(): Driver {
-    return new ImmediateSqliteDriver(this.#config, this.durability);
+    return new ImmediateSqliteDriver(this.#config, this.durability, this.reads);
   }
 }
 
@@ -190,6 +302,8 @@ export interface DatabaseOptions {
   mustExist?: boolean;
   /** SQLite: WAL checkpoints on a thread of their own (db/checkpointer.ts) instead of inside a COMMIT; default true. */
   checkpointThread?: boolean;
+  /** SQLite: at most this many threads run SELECTs outside transactions (db/read-threads.ts); 0: all on the event loop. Default 1. */
+  sqliteReadThreads?: number;
 }
 
 /** What a PostgreSQL pool is doing, for /metrics. */
@@ -273,7 +387,11 @@ export async function openDatabase(url: string, opts: DatabaseOptions = {}): Pro
     }
     const durability = new WalDurability({ get inTransaction() { return sqlite.inTransaction; }, prepare: (t) => cached.prepare(t) }, inMemory ? null : `${resolve(file)}-wal`);
     if (checkpointer) durability.afterFlush = () => checkpointer!.wake();
-    const db = new Kysely<Database>({ dialect: new ImmediateSqliteDialect({ database: cached as unknown as SqliteDialectDatabase }, durability) });
+    const mmapSize = Math.max(0, Math.floor(opts.sqliteMmapSize ?? DEFAULT_SQLITE_MMAP_BYTES));
+    const readThreads = opts.sqliteReadThreads ?? 1;
+    const reads = inMemory || readThreads <= 0 ? null : new ReadThreads(resolve(file), opts.sqliteDriver ?? 'better-sqlite3', mmapSize, readThreads);
+    const db = new Kysely<Database>({ dialect: new ImmediateSqliteDialect({ database: cached as unknown as SqliteDialectDatabase }, durability, reads) });
+    if (reads) readThreadPools.set(db, reads);
     const group = new GroupCommit(db, durability);
     // The checkpoint thread's RESTART holds SQLite's writer: new groups wait for it here, not in
     // SQLite's busy handler, which sleeps on the event loop.
@@ -595,6 +713,12 @@ const groupCommits = new WeakMap<object, GroupCommit>();
 const bucketGroups = new WeakMap<object, BucketGroups>();
 const durabilities = new WeakMap<object, WalDurability>();
 const checkpointers = new WeakMap<object, Checkpointer>();
+const readThreadPools = new WeakMap<object, ReadThreads>();
+
+/** What the read threads of a SQLite database opened by openDatabase have done; null without them. */
+export function readThreadStats(db: Db): ReadThreads['stats'] | null {
+  return readThreadPools.get(db)?.stats ?? null;
+}
 
 /** What the checkpoint thread of a SQLite database opened by openDatabase has done; null without one. */
 export function checkpointerStats(db: Db): CheckpointerStats | null {
