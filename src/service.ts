@@ -45,6 +45,8 @@ async function openDatabaseFor(config: Config, create: boolean): Promise<Databas
       sqliteMmapSize: config.sqliteMmapSize,
       sqliteDriver: config.sqliteDriver,
       sqliteReadThreads: config.sqliteReadThreads,
+      // Released once `serve` has started (startupWritesDone): other commands read one at a time.
+      sqliteReadThreadsHeld: true,
       mustExist: !create,
     });
   } catch (e) {
@@ -267,7 +269,8 @@ export async function startServer(server: Server): Promise<string> {
     server.core.log.info(`S3 API listening on ${server.s3Url}`);
     if (!server.core.log.isLevelEnabled('info')) process.stderr.write(`files-rest: S3 API listening on ${server.s3Url}\n`);
   }
-  // A new database's migrations, first location and token start no checkpoint thread (checkpointer.ts).
+  // A new database's migrations, first location and token start no checkpoint thread (checkpointer.ts),
+  // and the start-up's reads no read thread (read-threads.ts).
   startupWritesDone(server.core.database.db);
   // Operators and scripts wait for this line (CONTRACT.md); it is printed even when the log level hides info.
   if (!server.core.log.isLevelEnabled('info')) process.stderr.write(`files-rest: listening on ${server.url}\n`);

@@ -6,8 +6,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { openDatabase, readThreadStats, transaction, type DatabaseHandle } from '../src/db/database.js';
 import { migrateToLatest } from '../src/db/migrations.js';
-import { ReadThreads } from '../src/db/read-threads.js';
+import { BUSY_WINDOW_MS, BUSY_WINDOW_READS, ReadThreads } from '../src/db/read-threads.js';
 import { loadConfig } from '../src/config.js';
+import { createServer, startServer } from '../src/service.js';
 
 /** TEST_SQLITE_DRIVER=node runs these tests on node:sqlite. */
 const driver: 'better-sqlite3' | 'node' = process.env.TEST_SQLITE_DRIVER === 'node' ? 'node' : 'better-sqlite3';
@@ -67,7 +68,7 @@ describe('SQLite reads on read threads', () => {
     assert.ok(stats.reads > before, 'no read ran on a read thread');
   }
 
-  it('reads one at a time stay on the server’s connection; overlapping reads start a thread, which answers what the connection would', async () => {
+  it('reads now and then stay on the server’s connection; many at once start a thread, which answers what the connection would', async () => {
     const stats = readThreadStats(h.db)!;
     assert.equal(stats.started, 0, 'the inserts and lone reads started a thread');
     const alone = await h.db.selectFrom('locations').selectAll().orderBy('id').execute();
@@ -133,7 +134,7 @@ describe('SQLite reads on read threads', () => {
       const before = readThreads();
       const stats = readThreadStats(other.db)!;
       await waitUntil(() => {
-        void Promise.all(Array.from({ length: 4 }, () => other.db.selectFrom('locations').select('id').execute()));
+        void Promise.all(Array.from({ length: BUSY_WINDOW_READS }, () => other.db.selectFrom('locations').select('id').execute()));
         return stats.reads > 0;
       }, 10_000);
       assert.ok(stats.reads > 0);
@@ -147,8 +148,39 @@ describe('SQLite reads on read threads', () => {
   });
 });
 
+describe('A server’s read threads', () => {
+  it('the start-up’s reads start none; many small downloads at once do, and they get the same bytes', async () => {
+    const d = await mkdtemp(join(tmpdir(), 'files-rest-reads-server-'));
+    const server = await createServer(
+      loadConfig({ DATABASE_URL: `sqlite:${join(d, 'db.sqlite')}`, FILES_REST_DATA_DIR: join(d, 'files'), HOST: '127.0.0.1', PORT: '0', FILES_REST_S3_PORT: 'off', LOG_LEVEL: 'silent', FILES_REST_SQLITE_DRIVER: driver, FILES_REST_PERMISSION_FACTORY: 'allow-all' }),
+    );
+    try {
+      await startServer(server);
+      const stats = readThreadStats(server.core.database.db)!;
+      await new Promise((r) => setTimeout(r, 300));
+      assert.equal(stats.started, 0, 'the start-up started a read thread');
+      const bucket = (await (await fetch(`${server.url}/files`, { method: 'POST' })).json()) as { id: string };
+      const bodies = Array.from({ length: 20 }, (_, i) => Buffer.alloc(1000 + i, i));
+      for (const [i, b] of bodies.entries()) {
+        const r = await fetch(`${server.url}/files/${bucket.id}/k${i}`, { method: 'PUT', body: b });
+        assert.equal(r.status, 200);
+      }
+      // Rounds of 20 downloads at once until a read thread has answered some (or 20 s).
+      for (let round = 0; round < 5 || (stats.reads === 0 && round < 1000); round++) {
+        const got = await Promise.all(bodies.map(async (_, i) => Buffer.from(await (await fetch(`${server.url}/files/${bucket.id}/k${i}`)).arrayBuffer())));
+        got.forEach((g, i) => assert.ok(g.equals(bodies[i]!), `k${i}: other bytes`));
+      }
+      assert.ok(stats.started >= 1, 'no read thread started');
+      assert.ok(stats.reads > 0, 'no read ran on a read thread');
+    } finally {
+      await server.stop();
+      await rm(d, { recursive: true, force: true });
+    }
+  });
+});
+
 describe('FILES_REST_SQLITE_READ_THREADS=0', () => {
-  it('overlapping reads all run on the server’s connection: no thread starts', async () => {
+  it('many reads at once all run on the server’s connection: no thread starts', async () => {
     const d = await mkdtemp(join(tmpdir(), 'files-rest-reads-off-'));
     const h = await openDatabase(`sqlite:${join(d, 'meta.db')}`, { sqliteDriver: driver, sqliteReadThreads: 0 });
     try {
@@ -165,7 +197,7 @@ describe('FILES_REST_SQLITE_READ_THREADS=0', () => {
 });
 
 describe('ReadThreads', () => {
-  it('a thread stops after its idle time and starts again when reads overlap', async () => {
+  it('a thread stops after its idle time and starts again when reads come fast', async () => {
     const d = await mkdtemp(join(tmpdir(), 'files-rest-reads-idle-'));
     const file = join(d, 'meta.db');
     const h = await openDatabase(`sqlite:${file}`, { sqliteDriver: driver, sqliteReadThreads: 0 });
@@ -173,13 +205,13 @@ describe('ReadThreads', () => {
     const pool = new ReadThreads(file, driver, 0, 1, 200);
     try {
       const q = 'select count(*) as n from locations';
-      assert.equal(pool.run(q, [], false), null, 'a lone read started a thread');
+      assert.equal(pool.run(q, []), null, 'a lone read started a thread');
       assert.equal(pool.stats.started, 0);
-      assert.equal(pool.run(q, [], true), null, 'no thread is ready yet');
+      for (let i = 1; i < BUSY_WINDOW_READS; i++) assert.equal(pool.run(q, []), null, 'no thread is ready yet');
       assert.equal(pool.stats.started, 1);
       let rows: Record<string, unknown>[] | null = null;
       await waitUntil(() => {
-        const r = pool.run(q, [], true);
+        const r = pool.run(q, []);
         if (r) void r.then((x) => (rows = x));
         return r !== null;
       }, 10_000);
@@ -187,8 +219,31 @@ describe('ReadThreads', () => {
       assert.deepEqual(rows, [{ n: 0 }]);
       await waitUntil(() => pool.stats.running === 0, 5_000);
       assert.equal(pool.stats.running, 0, 'the idle thread did not stop');
-      assert.equal(pool.run(q, [], true), null);
-      assert.equal(pool.stats.started, 2, 'overlapping reads did not start a thread again');
+      for (let i = 0; i < BUSY_WINDOW_READS; i++) assert.equal(pool.run(q, []), null);
+      assert.equal(pool.stats.started, 2, 'reads that came fast did not start a thread again');
+    } finally {
+      await pool.close();
+      await h.close();
+      await rm(d, { recursive: true, force: true });
+    }
+  });
+
+  it(`${BUSY_WINDOW_READS} reads within ${BUSY_WINDOW_MS} ms start a thread; as many spaced out do not`, async () => {
+    const d = await mkdtemp(join(tmpdir(), 'files-rest-reads-rate-'));
+    const file = join(d, 'meta.db');
+    const h = await openDatabase(`sqlite:${file}`, { sqliteDriver: driver, sqliteReadThreads: 0 });
+    await migrateToLatest(h.db, h.dialect);
+    const pool = new ReadThreads(file, driver, 0, 1, 200);
+    try {
+      const q = 'select count(*) as n from locations';
+      for (let i = 1; i < BUSY_WINDOW_READS; i++) assert.equal(pool.run(q, []), null);
+      assert.equal(pool.stats.started, 0, `${BUSY_WINDOW_READS - 1} reads started a thread`);
+      // Spaced out, they never do.
+      await new Promise((r) => setTimeout(r, BUSY_WINDOW_MS + 20));
+      for (let i = 1; i < BUSY_WINDOW_READS; i++) assert.equal(pool.run(q, []), null);
+      assert.equal(pool.stats.started, 0);
+      pool.run(q, []);
+      assert.equal(pool.stats.started, 1, `${BUSY_WINDOW_READS} reads within ${BUSY_WINDOW_MS} ms started no thread`);
     } finally {
       await pool.close();
       await h.close();

@@ -30,10 +30,6 @@ type SqliteDialectDatabase = NonNullable<ConstructorParameters<typeof SqliteDial
 class ImmediateSqliteDriver extends SqliteDriver {
   readonly #durability: WalDurability;
   readonly #reads: ReadThreads | null;
-  /** Holders of, and waiters for, the server's connection (Kysely's mutex): a read now would wait or overlap. */
-  #mainUsers = 0;
-  /** Reads on read threads not yet answered. */
-  #readsInFlight = 0;
   constructor(config: ConstructorParameters<typeof SqliteDriver>[0], durability: WalDurability, reads: ReadThreads | null) {
     super(config);
     this.#durability = durability;
@@ -58,14 +54,7 @@ class ImmediateSqliteDriver extends SqliteDriver {
 
   /** The server's own connection, held until unlockMain (Kysely's mutex: one holder at a time). */
   async lockMain(): Promise<DatabaseConnection> {
-    this.#mainUsers++;
-    let inner: DatabaseConnection;
-    try {
-      inner = await super.acquireConnection();
-    } catch (e) {
-      this.#mainUsers--;
-      throw e;
-    }
+    const inner = await super.acquireConnection();
     const d = this.#durability;
     return {
       executeQuery: async (q) => {
@@ -78,25 +67,13 @@ class ImmediateSqliteDriver extends SqliteDriver {
   }
 
   unlockMain(): void {
-    this.#mainUsers--;
     void super.releaseConnection();
   }
 
   /** A SELECT on a read thread: its result, or null when no thread took it (run it on the server's connection). */
   read<R>(q: CompiledQuery): Promise<QueryResult<R>> | null {
-    const rows = this.#reads?.run(q.sql, q.parameters, this.#mainUsers > 0 || this.#readsInFlight > 0);
-    if (!rows) return null;
-    this.#readsInFlight++;
-    return rows.then(
-      (r) => {
-        this.#readsInFlight--;
-        return { rows: r as R[] };
-      },
-      (e: unknown) => {
-        this.#readsInFlight--;
-        throw e;
-      },
-    );
+    const rows = this.#reads?.run(q.sql, q.parameters);
+    return rows ? rows.then((r) => ({ rows: r as R[] })) : null;
   }
 }
 
@@ -304,6 +281,8 @@ export interface DatabaseOptions {
   checkpointThread?: boolean;
   /** SQLite: at most this many threads run SELECTs outside transactions (db/read-threads.ts); 0: all on the event loop. Default 1. */
   sqliteReadThreads?: number;
+  /** SQLite: no read thread starts until startupWritesDone (a server's start-up reads fast, then may idle). */
+  sqliteReadThreadsHeld?: boolean;
 }
 
 /** What a PostgreSQL pool is doing, for /metrics. */
@@ -391,7 +370,10 @@ export async function openDatabase(url: string, opts: DatabaseOptions = {}): Pro
     const readThreads = opts.sqliteReadThreads ?? 1;
     const reads = inMemory || readThreads <= 0 ? null : new ReadThreads(resolve(file), opts.sqliteDriver ?? 'better-sqlite3', mmapSize, readThreads);
     const db = new Kysely<Database>({ dialect: new ImmediateSqliteDialect({ database: cached as unknown as SqliteDialectDatabase }, durability, reads) });
-    if (reads) readThreadPools.set(db, reads);
+    if (reads) {
+      reads.held = opts.sqliteReadThreadsHeld ?? false;
+      readThreadPools.set(db, reads);
+    }
     const group = new GroupCommit(db, durability);
     // The checkpoint thread's RESTART holds SQLite's writer: new groups wait for it here, not in
     // SQLite's busy handler, which sleeps on the event loop.
@@ -725,9 +707,14 @@ export function checkpointerStats(db: Db): CheckpointerStats | null {
   return checkpointers.get(db)?.stats ?? null;
 }
 
-/** After a server's start-up writes (migrations): they start no checkpoint thread (checkpointer.ts). */
+/**
+ * After a server's start-up (migrations, first location and token, the first lookups): its writes
+ * start no checkpoint thread (checkpointer.ts), and from now on reads may start read threads
+ * (read-threads.ts; the start-up's reads came fast enough to start one in every new server).
+ */
 export function startupWritesDone(db: Db): void {
   checkpointers.get(db)?.forgetStartupCommits();
+  readThreadPools.get(db)?.release();
 }
 
 /** The WAL flusher of a SQLite database opened by openDatabase; null on PostgreSQL. */

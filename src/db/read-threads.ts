@@ -10,8 +10,8 @@ import { Worker } from 'node:worker_threads';
  * (read-thread.ts) and the event loop only sends it and takes the rows back. Statements inside a
  * transaction stay on the server's connection, which sees the transaction's own writes.
  *
- * The threads start when reads overlap (a read asked for while another statement runs): a server
- * answering one request at a time, and the start-up, keep reading on the event loop. A thread stops
+ * The threads start when reads come fast (BUSY_WINDOW_READS within BUSY_WINDOW_MS): a server
+ * answering a request now and then, and its start-up, keep reading on the event loop. A thread stops
  * after IDLE_MS without a read. Reads asked for while no thread is ready, and the reads of a thread
  * that is lost, run on the server's own connection (`run` answers null, or the promise rejects with
  * ReadThreadLost).
@@ -40,6 +40,14 @@ export class ReadThreadLost extends Error {
 
 /** A read thread stops after this long without a read. */
 export const READ_THREAD_IDLE_MS = 5_000;
+
+/**
+ * This many reads within BUSY_WINDOW_MS start a thread. (Reads that overlap another statement were
+ * a worse sign: under many small downloads each request's one read runs whole between two others,
+ * so they never overlapped, while a server's first background task overlapped a lookup at once.)
+ */
+export const BUSY_WINDOW_READS = 32;
+export const BUSY_WINDOW_MS = 100;
 
 interface Pending {
   resolve: (rows: Record<string, unknown>[]) => void;
@@ -95,6 +103,17 @@ export class ReadThreads {
   #broken = false;
   #closed = false;
   readonly stats: ReadThreadStats = { started: 0, reads: 0, running: 0 };
+  /** While set, no thread starts (a server's start-up: its reads come fast, and then it may idle). */
+  held = false;
+
+  /** Ends `held`: reads count toward starting a thread from now on. */
+  release(): void {
+    this.held = false;
+    this.#windowReads = 0;
+  }
+  /** Reads asked for since #windowStart (ms): a steady stream starts a thread even when no two overlap. */
+  #windowStart = 0;
+  #windowReads = 0;
 
   constructor(
     private readonly file: string,
@@ -107,16 +126,21 @@ export class ReadThreads {
 
   /**
    * Runs a SELECT on a read thread: the rows, or null when no thread is ready (the caller runs it
-   * on its own connection). `busy`: another statement is running or waiting, so a thread is worth
-   * starting for the reads to come.
+   * on its own connection). Reads that come fast start a thread for the reads to come.
    */
-  run(sql: string, params: readonly unknown[], busy: boolean): Promise<Record<string, unknown>[]> | null {
+  run(sql: string, params: readonly unknown[]): Promise<Record<string, unknown>[]> | null {
     let best: ReadThread | null = null;
     for (const t of this.#threads) {
       if (t.ready && !t.stopping && (best === null || t.pending.size < best.pending.size)) best = t;
     }
+    const now = Date.now();
+    if (now - this.#windowStart > BUSY_WINDOW_MS) {
+      this.#windowStart = now;
+      this.#windowReads = 0;
+    }
+    const many = ++this.#windowReads >= BUSY_WINDOW_READS;
     const starting = this.#threads.some((t) => !t.ready && !t.stopping);
-    if ((best === null || best.pending.size > 0) && busy && !starting && this.#running() < this.max) this.#start();
+    if ((best === null || best.pending.size > 0) && many && !starting && !this.held && this.#running() < this.max) this.#start();
     if (best === null) return null;
     let sqlId = this.#sqlIds.get(sql);
     if (sqlId === undefined) {
