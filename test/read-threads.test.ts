@@ -197,14 +197,24 @@ describe('FILES_REST_SQLITE_READ_THREADS=0', () => {
 });
 
 describe('ReadThreads', () => {
-  it('a thread stops after its idle time and starts again when reads come fast', async () => {
-    const d = await mkdtemp(join(tmpdir(), 'files-rest-reads-idle-'));
+  /** A pool of at most one thread (idle after 200 ms) on a new database, closed after `fn`. */
+  async function withPool(fn: (pool: ReadThreads, q: string) => Promise<void>): Promise<void> {
+    const d = await mkdtemp(join(tmpdir(), 'files-rest-reads-pool-'));
     const file = join(d, 'meta.db');
     const h = await openDatabase(`sqlite:${file}`, { sqliteDriver: driver, sqliteReadThreads: 0 });
     await migrateToLatest(h.db, h.dialect);
     const pool = new ReadThreads(file, driver, 0, 1, 200);
     try {
-      const q = 'select count(*) as n from locations';
+      await fn(pool, 'select count(*) as n from locations');
+    } finally {
+      await pool.close();
+      await h.close();
+      await rm(d, { recursive: true, force: true });
+    }
+  }
+
+  it('a thread stops after its idle time and starts again when reads come fast', () =>
+    withPool(async (pool, q) => {
       assert.equal(pool.run(q, []), null, 'a lone read started a thread');
       assert.equal(pool.stats.started, 0);
       for (let i = 1; i < BUSY_WINDOW_READS; i++) assert.equal(pool.run(q, []), null, 'no thread is ready yet');
@@ -221,21 +231,10 @@ describe('ReadThreads', () => {
       assert.equal(pool.stats.running, 0, 'the idle thread did not stop');
       for (let i = 0; i < BUSY_WINDOW_READS; i++) assert.equal(pool.run(q, []), null);
       assert.equal(pool.stats.started, 2, 'reads that came fast did not start a thread again');
-    } finally {
-      await pool.close();
-      await h.close();
-      await rm(d, { recursive: true, force: true });
-    }
-  });
+    }));
 
-  it(`${BUSY_WINDOW_READS} reads within ${BUSY_WINDOW_MS} ms start a thread; as many spaced out do not`, async () => {
-    const d = await mkdtemp(join(tmpdir(), 'files-rest-reads-rate-'));
-    const file = join(d, 'meta.db');
-    const h = await openDatabase(`sqlite:${file}`, { sqliteDriver: driver, sqliteReadThreads: 0 });
-    await migrateToLatest(h.db, h.dialect);
-    const pool = new ReadThreads(file, driver, 0, 1, 200);
-    try {
-      const q = 'select count(*) as n from locations';
+  it(`${BUSY_WINDOW_READS} reads within ${BUSY_WINDOW_MS} ms start a thread; as many spaced out do not`, () =>
+    withPool(async (pool, q) => {
       for (let i = 1; i < BUSY_WINDOW_READS; i++) assert.equal(pool.run(q, []), null);
       assert.equal(pool.stats.started, 0, `${BUSY_WINDOW_READS - 1} reads started a thread`);
       // Spaced out, they never do.
@@ -244,10 +243,5 @@ describe('ReadThreads', () => {
       assert.equal(pool.stats.started, 0);
       pool.run(q, []);
       assert.equal(pool.stats.started, 1, `${BUSY_WINDOW_READS} reads within ${BUSY_WINDOW_MS} ms started no thread`);
-    } finally {
-      await pool.close();
-      await h.close();
-      await rm(d, { recursive: true, force: true });
-    }
-  });
+    }));
 });
