@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { openDatabase, readThreadStats, transaction, type DatabaseHandle } from '../src/db/database.js';
 import { migrateToLatest } from '../src/db/migrations.js';
-import { BUSY_WINDOW_MS, BUSY_WINDOW_READS, ReadThreads } from '../src/db/read-threads.js';
+import { BUSY_WINDOW_MS, BUSY_WINDOW_READS, MAX_SQL_TEXTS, ReadThreads } from '../src/db/read-threads.js';
 import { loadConfig } from '../src/config.js';
 import { createServer, startServer } from '../src/service.js';
 
@@ -243,5 +243,25 @@ describe('ReadThreads', () => {
       assert.equal(pool.stats.started, 0);
       pool.run(q, []);
       assert.equal(pool.stats.started, 1, `${BUSY_WINDOW_READS} reads within ${BUSY_WINDOW_MS} ms started no thread`);
+    }));
+
+  it(`past ${MAX_SQL_TEXTS} SQL texts the threads are replaced, and every text keeps getting its own rows`, () =>
+    withPool(async (pool) => {
+      /** Asks until a thread answers (the reads asked meanwhile start one: about one a millisecond). */
+      const ask = async (text: string) => {
+        for (const end = Date.now() + 10_000; Date.now() < end; ) {
+          const r = pool.run(text, []);
+          if (r) return r;
+          await new Promise((res) => setTimeout(res, 1));
+        }
+        throw new Error(`no thread answered ${text}`);
+      };
+      for (let i = 0; i < MAX_SQL_TEXTS + 50; i++) {
+        const rows = await ask(`select ${i} as n`);
+        assert.deepEqual(rows, [{ n: i }], `select ${i}`);
+      }
+      assert.equal(pool.stats.started, 2, 'the threads were not replaced past the bound');
+      // Texts asked before the replacement get their own rows on the new thread too.
+      for (const i of [0, 7, MAX_SQL_TEXTS - 1]) assert.deepEqual(await ask(`select ${i} as n`), [{ n: i }]);
     }));
 });

@@ -38,6 +38,9 @@ export class ReadThreadLost extends Error {
   }
 }
 
+/** Distinct SQL texts a thread prepares before the threads are replaced (the server's own statement cache keeps as many). */
+export const MAX_SQL_TEXTS = 2000;
+
 /** A read thread stops after this long without a read. */
 export const READ_THREAD_IDLE_MS = 5_000;
 
@@ -98,6 +101,7 @@ export class ReadThreads {
   #threads: ReadThread[] = [];
   #nextId = 1;
   readonly #sqlIds = new Map<string, number>();
+  #nextSqlId = 1;
   #idleTimer: NodeJS.Timeout | null = null;
   /** Set when a thread failed before it was ready (it could not open the database): none starts again. */
   #broken = false;
@@ -144,11 +148,18 @@ export class ReadThreads {
     if (best === null) return null;
     let sqlId = this.#sqlIds.get(sql);
     if (sqlId === undefined) {
-      sqlId = this.#sqlIds.size + 1;
-      // The texts are bounded (compiled queries, one per shape), as the server's statement cache is.
-      if (this.#sqlIds.size >= 2000) this.#sqlIds.clear();
+      if (this.#sqlIds.size >= MAX_SQL_TEXTS) {
+        // Past the bound (queries with lists of every length): the threads' statements go with their
+        // threads, which end once they have answered what they were sent; new ones start clean.
+        // Ids are never given twice, so a thread cannot run another text under an old id.
+        this.#sqlIds.clear();
+        for (const t of this.#threads) this.#stop(t);
+        best = null;
+      }
+      sqlId = this.#nextSqlId++;
       this.#sqlIds.set(sql, sqlId);
     }
+    if (best === null) return null;
     const r: ReadRequest = { id: this.#nextId++, sqlId, params };
     if (!best.known.has(sqlId)) {
       r.sql = sql;
@@ -218,6 +229,14 @@ export class ReadThreads {
     });
   }
 
+  /** Tells a thread to end once it has answered what it was sent; no read goes to it any more. */
+  #stop(t: ReadThread): void {
+    if (t.stopping) return;
+    t.stopping = true;
+    t.flush();
+    t.worker.postMessage('stop');
+  }
+
   /** Stops the threads that have had no read for idleMs; checks again while any runs. */
   #armIdle(): void {
     if (this.#idleTimer || this.#closed) return;
@@ -225,10 +244,7 @@ export class ReadThreads {
       this.#idleTimer = null;
       const now = Date.now();
       for (const t of this.#threads) {
-        if (t.ready && !t.stopping && t.pending.size === 0 && now - t.lastUsed >= this.idleMs) {
-          t.stopping = true;
-          t.worker.postMessage('stop');
-        }
+        if (t.ready && !t.stopping && t.pending.size === 0 && now - t.lastUsed >= this.idleMs) this.#stop(t);
       }
       if (this.#threads.some((t) => !t.stopping)) this.#armIdle();
     };
