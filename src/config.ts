@@ -72,7 +72,7 @@ export interface Config {
   readonly inlineMaxSize: number;
   /** FILES_REST_SQLITE_DRIVER: better-sqlite3 (default) or node (node:sqlite, Node.js 22.5+). */
   readonly sqliteDriver: 'better-sqlite3' | 'node';
-  /** SQLite: threads that run the reads outside transactions while reads overlap (0: every statement on the event loop). */
+  /** SQLite: threads that run the reads outside transactions while reads come fast (0: every statement on the event loop). */
   readonly sqliteReadThreads: number;
   /** Milliseconds a PostgreSQL statement may run (0: no limit); a query without an answer for 5 s more fails too. */
   readonly dbStatementTimeout: number;

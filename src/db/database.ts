@@ -329,7 +329,8 @@ export async function openDatabase(url: string, opts: DatabaseOptions = {}): Pro
     // of 1000 objects visits a few thousand B-tree pages, and the system calls were a quarter of its
     // time. The mapped pages are the kernel's page cache (shared, reclaimable), but they count in the
     // process's RSS once read.
-    sqlite.pragma(`mmap_size = ${Math.max(0, Math.floor(opts.sqliteMmapSize ?? DEFAULT_SQLITE_MMAP_BYTES))}`);
+    const mmapSize = Math.max(0, Math.floor(opts.sqliteMmapSize ?? DEFAULT_SQLITE_MMAP_BYTES));
+    sqlite.pragma(`mmap_size = ${mmapSize}`);
     // Kysely's driver prepares every statement anew; preparing is a large share of the cost of a small
     // query (14% of a busy server's CPU in the 4 KiB PUT benchmark). Prepared statements are reusable,
     // and the set of distinct SQL texts is small (parameters are bound, not inlined).
@@ -366,7 +367,6 @@ export async function openDatabase(url: string, opts: DatabaseOptions = {}): Pro
     }
     const durability = new WalDurability({ get inTransaction() { return sqlite.inTransaction; }, prepare: (t) => cached.prepare(t) }, inMemory ? null : `${resolve(file)}-wal`);
     if (checkpointer) durability.afterFlush = () => checkpointer!.wake();
-    const mmapSize = Math.max(0, Math.floor(opts.sqliteMmapSize ?? DEFAULT_SQLITE_MMAP_BYTES));
     const readThreads = opts.sqliteReadThreads ?? 1;
     const reads = inMemory || readThreads <= 0 ? null : new ReadThreads(resolve(file), opts.sqliteDriver ?? 'better-sqlite3', mmapSize, readThreads);
     const db = new Kysely<Database>({ dialect: new ImmediateSqliteDialect({ database: cached as unknown as SqliteDialectDatabase }, durability, reads) });

@@ -109,13 +109,7 @@ export class ReadThreads {
   readonly stats: ReadThreadStats = { started: 0, reads: 0, running: 0 };
   /** While set, no thread starts (a server's start-up: its reads come fast, and then it may idle). */
   held = false;
-
-  /** Ends `held`: reads count toward starting a thread from now on. */
-  release(): void {
-    this.held = false;
-    this.#windowReads = 0;
-  }
-  /** Reads asked for since #windowStart (ms): a steady stream starts a thread even when no two overlap. */
+  /** Reads asked for since #windowStart (ms): BUSY_WINDOW_READS of them start a thread. */
   #windowStart = 0;
   #windowReads = 0;
 
@@ -127,6 +121,12 @@ export class ReadThreads {
     private readonly max: number,
     private readonly idleMs = READ_THREAD_IDLE_MS,
   ) {}
+
+  /** Ends `held`: reads count toward starting a thread from now on. */
+  release(): void {
+    this.held = false;
+    this.#windowReads = 0;
+  }
 
   /**
    * Runs a SELECT on a read thread: the rows, or null when no thread is ready (the caller runs it
@@ -262,12 +262,8 @@ export class ReadThreads {
         const exited = new Promise((resolve) => t.worker.once('exit', resolve));
         // Held until it has exited (unreferenced, the process could end while waiting for it).
         t.worker.ref();
-        if (!t.stopping) {
-          t.stopping = true;
-          t.flush();
-          // A thread still starting gets the message once it runs.
-          t.worker.postMessage('stop');
-        }
+        // A thread still starting gets the message once it runs.
+        this.#stop(t);
         return exited;
       }),
     );
