@@ -5,7 +5,8 @@
  * the key, the version, the expiry and, for an upload, a nonce. FILES_REST_SERVER_KEY_PREVIOUS keys
  * still verify; dropping a key from it revokes every URL signed with it.
  */
-import { createHmac, hkdfSync, randomBytes, timingSafeEqual } from 'node:crypto';
+import { hkdfSync, randomBytes, timingSafeEqual } from 'node:crypto';
+import { HmacSha256Key } from '../util/hmac.js';
 import type { ServerKeys } from './server-key.js';
 
 /** What a signed URL allows: a download (GET, HEAD too) of the head or of one version, or one upload (PUT). */
@@ -25,13 +26,13 @@ export interface SignedGrant {
 export const SIGNED_PARAMS = { expires: 'expires', nonce: 'nonce', signature: 'signature' } as const;
 
 const LABEL = 'files-rest signed URL v1';
-const derived = new WeakMap<Buffer, Buffer>();
+const derived = new WeakMap<Buffer, HmacSha256Key>();
 
-/** The signing key of a server key: HKDF-SHA256, empty salt, info = LABEL, 32 bytes. */
-export function urlSigningKey(serverKey: Buffer): Buffer {
+/** The signing key of a server key: HKDF-SHA256, empty salt, info = LABEL, 32 bytes; prepared for HMAC. */
+export function urlSigningKey(serverKey: Buffer): HmacSha256Key {
   let k = derived.get(serverKey);
   if (!k) {
-    k = Buffer.from(hkdfSync('sha256', serverKey, Buffer.alloc(0), LABEL, 32));
+    k = new HmacSha256Key(Buffer.from(hkdfSync('sha256', serverKey, Buffer.alloc(0), LABEL, 32)));
     derived.set(serverKey, k);
   }
   return k;
@@ -43,7 +44,7 @@ function canonical(g: SignedGrant): string {
 }
 
 function mac(serverKey: Buffer, g: SignedGrant): Buffer {
-  return createHmac('sha256', urlSigningKey(serverKey)).update(canonical(g), 'utf8').digest();
+  return urlSigningKey(serverKey).sign(canonical(g));
 }
 
 /** A fresh nonce for a single-use upload URL. */

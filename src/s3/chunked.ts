@@ -21,7 +21,7 @@
 import { createHash, timingSafeEqual, type Hash } from 'node:crypto';
 import { Transform, type TransformCallback } from 'node:stream';
 import { S3Error } from './errors.js';
-import { hmacSha256 } from './signing-key.js';
+import type { HmacSha256Key } from '../util/hmac.js';
 import { headerText, requestHeaders, type PayloadMode, type SigV4Input, type VerifiedSigV4 } from './sigv4.js';
 
 /** The framings this decoder reads. */
@@ -32,7 +32,7 @@ export type AwsChunkedMode =
 
 /** What chunk and trailer signatures are checked with: the fields of a {@link VerifiedSigV4}. */
 export interface ChunkSigning {
-  readonly signingKey: Buffer;
+  readonly signingKey: HmacSha256Key;
   readonly longDate: string;
   readonly scope: string;
   /** The request's signature, which the first chunk's signature chains from. */
@@ -264,7 +264,7 @@ export class AwsChunkedDecoder extends Transform {
     if (!this.signed) return null;
     const s = this.signing!;
     const sts = `AWS4-HMAC-SHA256-PAYLOAD\n${s.longDate}\n${s.scope}\n${this.previousSignature}\n${EMPTY_SHA256}\n${dataHash}`;
-    if (!sameSignature(hmacSha256(s.signingKey, sts), this.chunkSignature)) return signatureMismatch();
+    if (!sameSignature(s.signingKey.sign(sts), this.chunkSignature)) return signatureMismatch();
     this.previousSignature = this.chunkSignature;
     this.chunkHash = null;
     return null;
@@ -313,7 +313,7 @@ export class AwsChunkedDecoder extends Transform {
       const s = this.signing!;
       const hash = createHash('sha256').update(canonical, 'utf8').digest('hex');
       const sts = `AWS4-HMAC-SHA256-TRAILER\n${s.longDate}\n${s.scope}\n${this.previousSignature}\n${hash}`;
-      if (!sameSignature(hmacSha256(s.signingKey, sts), this.trailerSignature)) return signatureMismatch();
+      if (!sameSignature(s.signingKey.sign(sts), this.trailerSignature)) return signatureMismatch();
     }
     return null;
   }

@@ -21,7 +21,8 @@
 import * as crypto from 'node:crypto';
 import { timingSafeEqual } from 'node:crypto';
 import { S3Error } from './errors.js';
-import { hmacSha256, signingKey } from './signing-key.js';
+import { signingKey } from './signing-key.js';
+import type { HmacSha256Key } from '../util/hmac.js';
 import { canonicalizeComponent } from './uri.js';
 
 /** A header value as Node gives it (`req.headers`, or better `req.headersDistinct`). */
@@ -110,8 +111,8 @@ export interface VerifiedSigV4 {
   readonly region: string;
   readonly scope: string;
   readonly longDate: string;
-  /** The derived signing key (chunk and trailer signatures are keyed with it). */
-  readonly signingKey: Buffer;
+  /** The derived signing key, prepared (chunk and trailer signatures are keyed with it). */
+  readonly signingKey: HmacSha256Key;
   /** The request's own signature, which seeds the chain of chunk signatures. */
   readonly seedSignature: string;
   readonly payload: PayloadMode;
@@ -591,7 +592,7 @@ export function verifySigV4(parsed: ParsedSigV4, secret: string, now: Date = new
   for (const cr of parsed.canonicalRequests) {
     const sts = stringToSign(parsed.longDate, parsed.scope, cr);
     first ??= { sts, cr };
-    if (timingSafeEqual(hmacSha256(key, sts), given)) match = true;
+    if (timingSafeEqual(key.sign(sts), given)) match = true;
   }
   if (!match) {
     return new S3Error('SignatureDoesNotMatch', undefined, {
