@@ -9,6 +9,7 @@ import { output } from './output.js';
 import { loadServerKeys } from '../auth/server-key.js';
 import { isClusterPrimary, onPrimaryGone, runClusterPrimary } from './cluster.js';
 import { limitHeapGrowth } from '../util/heap-growth.js';
+import { collectAfterStartup } from '../util/startup-gc.js';
 
 function fail(e: unknown): never {
   let msg: string;
@@ -40,6 +41,7 @@ export async function main(argv: string[]): Promise<void> {
       }
       const server = await createServer(config);
       await startServer(server);
+      collectAfterStartup();
       let stopping = false;
       const stop = (signal: string) => {
         if (stopping) return;
@@ -70,6 +72,7 @@ export async function main(argv: string[]): Promise<void> {
       await prepareLocations(core.ctx, { autoLocation: false });
       const worker = createWorker(core, { concurrency: Math.max(1, Number(o.concurrency) || 2) });
       worker.start();
+      collectAfterStartup();
       let stopping = false;
       // Stop claiming; the current tasks finish within FILES_REST_SHUTDOWN_GRACE or are given back.
       const stop = (signal: string) => {
