@@ -13,7 +13,9 @@ import {
   AbortMultipartUploadCommand,
   CompleteMultipartUploadCommand,
   CreateMultipartUploadCommand,
+  DeleteBucketCommand,
   GetObjectCommand,
+  HeadBucketCommand,
   HeadObjectCommand,
   ListMultipartUploadsCommand,
   ListPartsCommand,
@@ -33,7 +35,7 @@ import { openCore, type Core } from '../src/service.js';
 import { startTestServer, testStorage, type TestServer } from './support/server.js';
 import { spawnFilesRest, type ServerProcess } from './support/process.js';
 import { createBucket as createRestBucket, downloadMd5, req, waitFor } from './support/http.js';
-import { patternStream, processEnv } from './support/fixtures.js';
+import { filesUnder, patternStream, processEnv } from './support/fixtures.js';
 
 const AWS_CLI = '/usr/bin/aws';
 const PYTHON = '/usr/bin/python3';
@@ -220,6 +222,30 @@ describe('S3 multipart uploads', () => {
     const after = await getLiveBucket(t.server.core.ctx.db, b);
     assert.equal(after.reservedSize, 0);
     assert.equal(after.size, 5200 * K);
+  });
+
+  it('DeleteBucket aborts the multipart uploads still in progress, as S3 does; a version still refuses it', async () => {
+    const files = () => filesUnder(join(t.dir, 'data'));
+    const before = new Set(await files());
+    const b = (await createBucket(t.server.core.ctx, {})).id;
+    const first = (await s3.send(new CreateMultipartUploadCommand({ Bucket: b, Key: 'left/one' }))).UploadId!;
+    await s3.send(new UploadPartCommand({ Bucket: b, Key: 'left/one', UploadId: first, PartNumber: 1, Body: randomBytes(1500 * K) }));
+    await s3.send(new CreateMultipartUploadCommand({ Bucket: b, Key: 'left/two' }));
+    await s3.send(new PutObjectCommand({ Bucket: b, Key: 'kept', Body: 'x' }));
+    // An object version keeps the bucket, and the uploads with it.
+    assert.equal(await s3Code(s3.send(new DeleteBucketCommand({ Bucket: b }))), 'BucketNotEmpty');
+    assert.equal((await s3.send(new ListMultipartUploadsCommand({ Bucket: b }))).Uploads?.length, 2);
+    const listed = await fetch(`${t.files}/${b}?versions`, { headers: { authorization: `Bearer ${token}` } });
+    const version = ((await listed.json()) as { contents: Array<{ version_id: string }> }).contents[0]!.version_id;
+    assert.equal((await fetch(`${t.files}/${b}/kept?versionId=${version}`, { method: 'DELETE', headers: { authorization: `Bearer ${token}` } })).status, 204);
+    // Only uploads left: the bucket goes, and the uploads with it.
+    await s3.send(new DeleteBucketCommand({ Bucket: b }));
+    assert.equal(await s3Code(s3.send(new HeadBucketCommand({ Bucket: b }))), 'NotFound');
+    assert.equal(await s3Code(s3.send(new UploadPartCommand({ Bucket: b, Key: 'left/one', UploadId: first, PartNumber: 2, Body: Buffer.alloc(5) }))), 'NoSuchBucket');
+    const rows = await t.server.core.ctx.db.selectFrom('multipart_uploads').select('id').where('bucket_id', '=', b).execute();
+    assert.deepEqual(rows, []);
+    // The part's file is removed by the background worker (earlier tests' files may go meanwhile).
+    await waitFor(async () => (await files()).every((f) => before.has(f)));
   });
 
   it('UploadPartCopy with x-amz-copy-source-range', async () => {

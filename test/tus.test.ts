@@ -212,7 +212,7 @@ describe('tus resumable uploads', FS_ONLY, () => {
     assert.equal(row.size, 0);
     await waitFor(async () => (await filesUnder(join(t.dir, 'data'))).length === before.length - 1);
     // An empty bucket again: it can be deleted (an upload in progress would keep it: BUCKET_NOT_EMPTY).
-    const { deleteEmptyBucket } = await import('../src/domain/buckets.js');
+    const { deleteEmptyBucket } = await import('../src/domain/bucket-deletion.js');
     const b2 = await createBucket(t.files);
     await create(`${tusRoot}/${b2}/`, { 'upload-length': '5', 'upload-metadata': meta({ key: 'k' }) });
     await assert.rejects(deleteEmptyBucket(t.server.core.ctx, b2), /not empty/);

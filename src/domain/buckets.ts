@@ -139,24 +139,3 @@ export async function setBucketProperties(
   return updateBucket(ctx, id, set);
 }
 
-/**
- * Deletes a bucket that holds nothing: no version at all (delete markers count) and no multipart
- * upload in progress, checked under the bucket's row lock; BUCKET_NOT_EMPTY otherwise. The bucket
- * is deleted logically, as `setBucketDeleted`, and its name is freed.
- */
-export async function deleteEmptyBucket(ctx: DomainContext, id: string): Promise<void> {
-  await transaction(ctx.db, async (tx) => {
-    const bucket = await lockBucketForWrite(tx, id);
-    const version = await tx.selectFrom('object_versions').select('seq').where('bucket_id', '=', bucket.id).limit(1).executeTakeFirst();
-    const upload = await tx
-      .selectFrom('multipart_uploads')
-      .select('id')
-      .where('bucket_id', '=', bucket.id)
-      .where('state', 'in', ['in_progress', 'completing'])
-      .limit(1)
-      .executeTakeFirst();
-    const resumable = await tx.selectFrom('resumable_uploads').select('id').where('bucket_id', '=', bucket.id).limit(1).executeTakeFirst();
-    if (version || upload || resumable) throw new AppError('BUCKET_NOT_EMPTY');
-    await tx.updateTable('buckets').set({ deleted: 1, name: null, updated: nowMicros() }).where('id', '=', bucket.id).execute();
-  }, { bucket: id });
-}

@@ -346,6 +346,19 @@ export async function abortUpload(ctx: DomainContext, uploadId: string, opts: { 
   ctx.log.info({ uploadId, reason: opts.reason ?? 'client request' }, 'multipart upload aborted');
 }
 
+/**
+ * Aborts, inside the caller's transaction (which holds the bucket's row lock), every multipart upload
+ * of the bucket still in progress: their rows, parts, claims and reservations go and their files'
+ * removal is queued, as `abortUpload` does one by one. Returns their ids; the caller forgets their
+ * running digests (`ctx.hasher`) and wakes the queue once committed. A part still arriving finds its
+ * upload gone and leaves nothing, as after any abort.
+ */
+export async function abortUploadsOfBucket(tx: Tx, ctx: DomainContext, bucketId: string): Promise<string[]> {
+  const rows = await tx.selectFrom('multipart_uploads').selectAll().where('bucket_id', '=', bucketId).where('state', '=', 'in_progress').execute();
+  for (const r of rows) await removeUploadRows(tx, ctx, toUpload(r), ['in_progress']);
+  return rows.map((r) => r.id);
+}
+
 async function removeUploadRows(tx: Tx, ctx: DomainContext, u: MultipartUpload, allow: UploadState[]): Promise<void> {
   // The upload's row first, still in an allowed state: two removals at once (two parts failing
   // together) must not both release the reservation; the second finds the row gone.

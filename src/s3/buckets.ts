@@ -3,7 +3,8 @@
  * GetBucketLocation, Get/PutBucketVersioning.
  */
 import { isAppError } from '../errors.js';
-import { createBucket, deleteEmptyBucket } from '../domain/buckets.js';
+import { createBucket } from '../domain/buckets.js';
+import { deleteEmptyBucket } from '../domain/bucket-deletion.js';
 import type { Bucket } from '../domain/models.js';
 import { toBucket } from '../domain/rows.js';
 import { S3Error } from './errors.js';
