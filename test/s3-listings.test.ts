@@ -378,7 +378,8 @@ describe('S3 listings', () => {
     assert.equal(await code({ versions: '', 'version-id-marker': model.get('c')![0]!.versionId }), 'InvalidArgument');
     assert.equal(await code({ versions: '', 'key-marker': 'c', 'version-id-marker': 'not-a-version' }), 'InvalidArgument');
     assert.equal(await code({ 'list-type': '3' }), 'InvalidArgument');
-    assert.equal(await code({ prefix: 'a\u0001' }), 'InvalidArgument');
+    assert.equal(await code({ prefix: 'a\u0000' }), 'InvalidArgument');
+    assert.equal(await code({ delimiter: '\u0000' }), 'InvalidArgument');
     assert.equal(await code({ 'list-type': '2', 'start-after': 'a\u0000' }), 'InvalidArgument');
     // Fine ones.
     assert.equal(await code({ 'list-type': '2', 'max-keys': '0' }), 'no error');
@@ -386,6 +387,21 @@ describe('S3 listings', () => {
     // A version id that is not (or no longer) one of the key's is a position, as on S3, not an error.
     assert.equal(await code({ versions: '', 'key-marker': 'c', 'version-id-marker': newId() }), 'no error');
     assert.equal(await code({ versions: '', 'key-marker': 'a', 'version-id-marker': model.get('c')![0]!.versionId }), 'no error');
+  });
+
+  it('control characters in a prefix, delimiter or marker: no key holds one, so they match nothing (as S3 answers them)', async () => {
+    const b = await createBucket(s.files);
+    for (const k of ['bar', 'baz', 'cab', 'foo']) assert.equal((await put(`${s.files}/${b}/${k}`, k)).status, 200);
+    const list = async (p: Record<string, string>) => parsePage((await handleListing(ctx, b, new URLSearchParams(p), {})).xml, false);
+    const keys = (page: ParsedPage) => page.entries.map((e) => (e.kind === 'key' ? e.key : `prefix:${e.prefix}`));
+    const byDelimiter = await list({ 'list-type': '2', delimiter: '\n' });
+    assert.deepEqual(keys(byDelimiter), ['bar', 'baz', 'cab', 'foo']);
+    assert.equal(byDelimiter.top('Delimiter'), '\n');
+    assert.deepEqual(keys(await list({ prefix: '\n' })), []);
+    assert.deepEqual(keys(await list({ prefix: 'ba\u0001' })), []);
+    assert.deepEqual(keys(await list({ marker: '\n' })), ['bar', 'baz', 'cab', 'foo']);
+    assert.deepEqual(keys(await list({ 'list-type': '2', 'start-after': 'c\u001f' })), ['cab', 'foo']);
+    assert.deepEqual(keys(await list({ versions: '', 'key-marker': 'bar\u0001' })), ['baz', 'cab', 'foo']);
   });
 
   it('a version-id-marker deleted since its page: the next page starts at the key\'s versions left, none skipped', async () => {

@@ -14,6 +14,19 @@ export function keyTextProblem(text: string): string | null {
 }
 
 /**
+ * Why `text` cannot be a listing filter of the S3 door (a prefix, a delimiter, a marker), or null
+ * when it can. S3 takes any text there; files-rest takes any but NUL (PostgreSQL can neither store
+ * nor compare it) and lone surrogates. Another control character matches no key, since no key holds
+ * one: a prefix with one lists nothing, a delimiter with one groups nothing, a marker with one is a
+ * position like any other. (The REST door refuses them in a prefix or cursor: `validateKeyFilter`.)
+ */
+export function filterTextProblem(text: string): string | null {
+  if (text.includes('\u0000')) return 'NUL is not allowed';
+  if (!text.isWellFormed()) return 'not valid Unicode';
+  return null;
+}
+
+/**
  * Validates a key that is only looked up (read, delete, a multipart upload's key): the same text
  * rules as for storing one, so every database answers alike, but no length rule (a key stored
  * under a longer limit stays reachable).

@@ -5,7 +5,7 @@
  * listings, bucket-read-versions for `?versions`.
  */
 import type { DomainContext } from '../domain/context.js';
-import { keyTextProblem } from '../domain/keys.js';
+import { filterTextProblem, keyTextProblem } from '../domain/keys.js';
 import { listLatestDelimited, listVersionsDelimited, type DelimitedPage, type ListPosition } from '../domain/listing.js';
 import type { ListedVersion } from '../domain/models.js';
 import { findVersion } from '../domain/objects.js';
@@ -79,7 +79,7 @@ function param(q: URLSearchParams, name: string): string | null {
 /** A key-like parameter (prefix, marker, delimiter): '' when absent; refused when no key could contain it. */
 function textParam(q: URLSearchParams, name: string): string {
   const v = q.get(name) ?? '';
-  const problem = keyTextProblem(v);
+  const problem = filterTextProblem(v);
   if (problem) throw new S3Error('InvalidArgument', `Invalid ${name}: ${problem}.`, { ArgumentName: name, ArgumentValue: v });
   return v;
 }
