@@ -383,6 +383,9 @@ describe('S3 listings', () => {
     assert.equal(await code({ 'list-type': '2', 'start-after': 'a\u0000' }), 'InvalidArgument');
     // Fine ones.
     assert.equal(await code({ 'list-type': '2', 'max-keys': '0' }), 'no error');
+    const emptyToken = parsePage((await handleListing(ctx, bucket, new URLSearchParams({ 'list-type': '2', 'continuation-token': '', 'max-keys': '2' }), {})).xml, false);
+    assert.equal(emptyToken.top('ContinuationToken'), '');
+    assert.equal(emptyToken.entries.length, 2, 'an empty continuation token lists from the start');
     assert.equal(await code({ versions: '', 'key-marker': 'c', 'version-id-marker': model.get('c')![1]!.versionId }), 'no error');
     // A version id that is not (or no longer) one of the key's is a position, as on S3, not an error.
     assert.equal(await code({ versions: '', 'key-marker': 'c', 'version-id-marker': newId() }), 'no error');

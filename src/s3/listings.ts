@@ -171,8 +171,9 @@ export async function listObjectsV2(ctx: DomainContext, bucketId: string, q: URL
   const token = param(q, 'continuation-token');
   const startAfter = textParam(q, 'start-after');
   const fetchOwner = q.get('fetch-owner') === 'true';
-  // The token wins over start-after (it continues a listing that started after it).
-  const afterKey = token !== null ? decodeContinuationToken(token) : startAfter !== '' ? startAfter : null;
+  // The token wins over start-after (it continues a listing that started after it). An empty one
+  // continues nothing: the listing starts as without it (and it is echoed), as S3 answers it.
+  const afterKey = token !== null && token !== '' ? decodeContinuationToken(token) : startAfter !== '' ? startAfter : null;
   const page = await listLatestDelimited(ctx.db, bucketId, {
     prefix: c.prefix,
     delimiter: c.delimiter,
