@@ -237,6 +237,14 @@ describe('S3 door', () => {
       assert.equal(r.status, 501, `${sub}: ${await r.clone().text()}`);
       assert.match(await r.text(), /<Code>NotImplemented<\/Code>/);
     }
+    // PostObject: a browser form's upload (its signature is in the form, not in a header).
+    const form = new FormData();
+    form.append('key', 'posted.txt');
+    form.append('file', new Blob(['form body']), 'posted.txt');
+    const posted = await fetch(`${t.s3Url}/noimpl`, { method: 'POST', body: form });
+    assert.equal(posted.status, 501);
+    assert.match(await posted.text(), /<Code>NotImplemented<\/Code>/);
+    assert.equal((await s3Code(s3.send(new HeadObjectCommand({ Bucket: 'noimpl', Key: 'posted.txt' })))).status, 404);
   });
 
   it('cross-door: an S3 PUT is the REST object (same bytes, same version id) and the other way round; same bucket size', async () => {

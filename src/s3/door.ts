@@ -256,6 +256,8 @@ export class S3Door {
     if (r.key === '') {
       if (r.query.has('tagging')) throw new S3Error('NotImplemented', `Bucket tagging (${m} ?tagging) is not supported by files-rest.`);
       if (m === 'PUT' && !r.query.has('versioning')) return createBucketOp(r);
+      // POST to a bucket is PostObject (an HTML form's upload, signed inside the form), unless it is DeleteObjects.
+      if (m === 'POST' && !r.query.has('delete')) throw new S3Error('NotImplemented', 'PostObject (browser form uploads, POST to a bucket) is not supported by files-rest; use PutObject or a presigned PUT URL.');
       const bucket = await this.bucketOf(r);
       switch (m) {
         case 'HEAD':
@@ -265,8 +267,7 @@ export class S3Door {
         case 'PUT':
           return putBucketVersioningOp(r, bucket);
         case 'POST':
-          if (r.query.has('delete')) return deleteObjectsOp(r, bucket);
-          throw new S3Error('MethodNotAllowed');
+          return deleteObjectsOp(r, bucket);
         case 'GET': {
           if (r.query.has('delete')) throw new S3Error('MethodNotAllowed', 'DeleteObjects (?delete) is a POST.');
           if (r.query.has('uploads')) return listMultipartUploadsOp(r, bucket);
