@@ -499,18 +499,38 @@ export async function placeDeleteMarker(ctx: DomainContext, bucketId: string, ke
 }
 
 /**
- * Hard delete of one version. Refused (409) when its file instance is shared with another version
- * (after a snapshot); otherwise the version and its file instance go in one transaction, the bucket
- * size drops by the file's size once, the newest remaining version becomes head if this one was,
- * and the removal of the bytes is queued in the same transaction.
+ * What a hard delete does with a version whose file instance other versions share (a snapshot, a
+ * copy within one location): `refuse` it (FILE_SHARED, 409: the REST door, as SPEC.md says), or
+ * `release` the version alone (the S3 door: S3's versions are independent, and two versions sharing
+ * a file could otherwise never be deleted, each refused while the other exists); the file and its
+ * bytes stay for the others, and go with the last of them.
  */
-export async function hardDeleteVersion(ctx: DomainContext, bucketId: string, key: string, versionId: string): Promise<ObjectVersion> {
+export type SharedFileRule = 'refuse' | 'release';
+
+/**
+ * Hard delete of one version. When its file instance is shared with another version, refused (409)
+ * or the version alone goes (`shared`, above); otherwise the version and its file instance go in one
+ * transaction, and the removal of the bytes is queued in the same transaction. Either way the bucket
+ * size drops by the file's size (each version counted it), and the newest remaining version becomes
+ * head if this one was. The file's row is locked before its other versions are counted, so that two
+ * versions released at once in two buckets cannot both leave the file to the other.
+ */
+export async function hardDeleteVersion(
+  ctx: DomainContext,
+  bucketId: string,
+  key: string,
+  versionId: string,
+  opts: { shared?: SharedFileRule } = {},
+): Promise<ObjectVersion> {
   const now = nowMicros();
   const removed = await transaction(ctx.db, async (tx) => {
     const bucket = await lockBucketForWrite(tx, bucketId);
     const v = await findVersion(tx, bucket.id, key, versionId);
     if (!v) throw new AppError('OBJECT_NOT_FOUND');
+    let shared = false;
     if (v.fileId !== null) {
+      // The row lock (PostgreSQL; SQLite has one writer) that orders deletes of versions sharing the file.
+      await tx.updateTable('files').set({ updated: now }).where('id', '=', v.fileId).execute();
       const others = await tx
         .selectFrom('object_versions')
         .select((eb) => eb.fn.countAll<number>().as('n'))
@@ -518,10 +538,12 @@ export async function hardDeleteVersion(ctx: DomainContext, bucketId: string, ke
         .where('seq', '!=', v.seq)
         .executeTakeFirstOrThrow();
       const n = Number(others.n);
-      if (n > 0) throw new AppError('FILE_SHARED', { count: n });
+      if (n > 0 && (opts.shared ?? 'refuse') === 'refuse') throw new AppError('FILE_SHARED', { count: n });
+      shared = n > 0;
     }
     await tx.deleteFrom('object_versions').where('seq', '=', v.seq).execute();
-    if (v.file) {
+    if (v.file && shared) await removeStored(tx, bucket.id, v.file.size);
+    else if (v.file) {
       await removeStored(tx, bucket.id, v.file.size);
       // Its further copies go with it.
       const copies = await tx.deleteFrom('file_copies').where('file_id', '=', v.file.id).returning('uri').execute();

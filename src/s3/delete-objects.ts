@@ -67,7 +67,7 @@ async function deleteOne(r: S3Request, bucket: Bucket, t: Target): Promise<Outco
     if (t.versionId !== null) {
       await authorize(r, 'object-delete-version', { type: 'object', bucketId: bucket.id, key: t.key, id: t.versionId });
       try {
-        const removed = await hardDeleteVersion(r.ctx, bucket.id, t.key, t.versionId);
+        const removed = await hardDeleteVersion(r.ctx, bucket.id, t.key, t.versionId, { shared: 'release' });
         return removed.file ? { ok: true, ...base } : { ok: true, ...base, deleteMarker: true, deleteMarkerVersionId: removed.versionId };
       } catch (e) {
         // As DeleteObject: a version that is not there is deleted already.

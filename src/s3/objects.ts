@@ -308,7 +308,7 @@ export async function deleteObjectOp(r: S3Request, bucket: Bucket): Promise<void
   if (versionId !== null) {
     await authorize(r, 'object-delete-version', { type: 'object', bucketId: bucket.id, key: r.key, id: versionId });
     try {
-      const removed = await hardDeleteVersion(r.ctx, bucket.id, r.key, versionId);
+      const removed = await hardDeleteVersion(r.ctx, bucket.id, r.key, versionId, { shared: 'release' });
       const headers: Record<string, string> = { 'x-amz-version-id': removed.versionId };
       if (!removed.file) headers['x-amz-delete-marker'] = 'true';
       sendEmpty(r, 204, headers);
