@@ -167,7 +167,8 @@ export class S3Door {
       await this.route(r);
     } catch (e) {
       const err = toS3Error(e);
-      if (err.status >= 500) this.opts.log.error({ err: e, requestId }, 'S3 request failed');
+      // NotImplemented (501) answers a client's request for an operation files-rest does not offer: not a failure.
+      if (err.status >= 500 && err.code !== 'NotImplemented') this.opts.log.error({ err: e, requestId }, 'S3 request failed');
       sendError(res, req, err, resource, requestId, headersOf(e));
     }
   }
