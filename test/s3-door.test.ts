@@ -247,6 +247,39 @@ describe('S3 door', () => {
     assert.equal((await s3Code(s3.send(new HeadObjectCommand({ Bucket: 'noimpl', Key: 'posted.txt' })))).status, 404);
   });
 
+  it('headers asking for encryption, Object Lock, a public ACL or grants: NotImplemented, nothing stored; x-amz-acl: private is accepted', async () => {
+    await s3.send(new CreateBucketCommand({ Bucket: 'noimpl-headers' }));
+    const port = Number(new URL(t.s3Url).port);
+    const signer = new SignatureV4({ credentials: { accessKeyId: id, secretAccessKey: secret }, region: 'us-east-1', service: 's3', sha256: Sha256 });
+    const send = async (method: string, path: string, headers: Record<string, string>, body?: string) => {
+      const signed = await signer.sign(new HttpRequest({ method, protocol: 'http:', hostname: '127.0.0.1', port, path, headers: { host: new URL(t.s3Url).host, 'x-amz-content-sha256': 'UNSIGNED-PAYLOAD', ...headers } }));
+      return fetch(`${t.s3Url}${path}`, { method, headers: signed.headers as Record<string, string>, body });
+    };
+    const refused: Record<string, string>[] = [
+      { 'x-amz-server-side-encryption': 'AES256' },
+      { 'x-amz-server-side-encryption': 'aws:kms', 'x-amz-server-side-encryption-aws-kms-key-id': 'k' },
+      { 'x-amz-server-side-encryption-customer-algorithm': 'AES256', 'x-amz-server-side-encryption-customer-key': Buffer.alloc(32).toString('base64'), 'x-amz-server-side-encryption-customer-key-md5': 'x' },
+      { 'x-amz-object-lock-mode': 'GOVERNANCE', 'x-amz-object-lock-retain-until-date': '2030-01-01T00:00:00Z' },
+      { 'x-amz-object-lock-legal-hold': 'ON' },
+      { 'x-amz-acl': 'public-read' },
+      { 'x-amz-grant-read': 'uri="http://acs.amazonaws.com/groups/global/AllUsers"' },
+    ];
+    for (const [i, h] of refused.entries()) {
+      const r = await send('PUT', `/noimpl-headers/refused-${i}`, h, 'secret bytes');
+      assert.equal(r.status, 501, `${JSON.stringify(h)}: ${await r.clone().text()}`);
+      assert.match(await r.text(), /<Code>NotImplemented<\/Code>/);
+      assert.equal((await s3Code(s3.send(new HeadObjectCommand({ Bucket: 'noimpl-headers', Key: `refused-${i}` })))).status, 404);
+    }
+    // A GET asking to decrypt with a customer key, and a bucket asking for Object Lock: refused too.
+    assert.equal((await send('GET', '/noimpl-headers/refused-0', { 'x-amz-server-side-encryption-customer-algorithm': 'AES256' })).status, 501);
+    assert.equal((await send('PUT', '/noimpl-locked', { 'x-amz-bucket-object-lock-enabled': 'true' })).status, 501);
+    assert.equal((await s3Code(s3.send(new HeadBucketCommand({ Bucket: 'noimpl-locked' })))).status, 404);
+    // What files-rest does anyway is accepted (rclone sends x-amz-acl: private by default).
+    await s3.send(new PutObjectCommand({ Bucket: 'noimpl-headers', Key: 'private', Body: 'ok', ACL: 'private' }));
+    assert.equal((await send('PUT', '/noimpl-headers/owner', { 'x-amz-acl': 'bucket-owner-full-control' }, 'ok')).status, 200);
+    assert.equal((await send('PUT', '/noimpl-unlocked', { 'x-amz-bucket-object-lock-enabled': 'false' })).status, 200);
+  });
+
   it('cross-door: an S3 PUT is the REST object (same bytes, same version id) and the other way round; same bucket size', async () => {
     const ctx = t.server.core.ctx;
     const b = await createBucket(ctx, {});

@@ -28,6 +28,7 @@ import { deleteObjectsOp } from './delete-objects.js';
 import { deleteObjectTaggingOp, getObjectTaggingOp, putObjectTaggingOp } from './tagging.js';
 import { doorMetrics, type DoorMetrics } from '../http/metrics.js';
 import { s3OperationName } from './operation-name.js';
+import { unsupportedHeaderError } from './unsupported-headers.js';
 import { abortMultipartUploadOp, completeMultipartUploadOp, createMultipartUploadOp, listMultipartUploadsOp, listPartsOp, uploadPartOp } from './multipart.js';
 
 /** The listings (ListObjects, ListObjectsV2, ListObjectVersions), built in listings.ts. */
@@ -250,6 +251,8 @@ export class S3Door {
     for (const name of r.query.keys()) {
       if (UNSUPPORTED.has(name)) throw new S3Error('NotImplemented', `The ?${name} subresource (${m}) is not supported by files-rest.`);
     }
+    const refused = unsupportedHeaderError(r.headers);
+    if (refused) throw refused;
     if (r.bucketName === '') {
       if (m === 'GET') return listBucketsOp(r);
       throw new S3Error('MethodNotAllowed');

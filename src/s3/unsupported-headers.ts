@@ -1,0 +1,52 @@
+/**
+ * Request headers that ask for something files-rest does not offer: answered NotImplemented (501)
+ * before anything is read or stored, never a silent success. A client that asked for server-side
+ * encryption, an object lock or a public ACL and got 200 would believe its object encrypted,
+ * undeletable or public while it is none of these (Ceph's S3 suite found them accepted and ignored).
+ * A canned ACL that says what files-rest does anyway (`private`, and the bucket-owner ones: an
+ * installation's keys share its buckets) is accepted: rclone sends `x-amz-acl: private` by default.
+ */
+import { S3Error } from './errors.js';
+import type { RequestHeaders } from './sigv4.js';
+
+const ACCEPTED_CANNED_ACLS = new Set(['private', 'bucket-owner-full-control', 'bucket-owner-read']);
+
+/** Header name → what it asks for; any value is refused. */
+const REFUSED: ReadonlyMap<string, string> = new Map([
+  ['x-amz-server-side-encryption', 'Server-side encryption'],
+  ['x-amz-server-side-encryption-aws-kms-key-id', 'Server-side encryption with KMS keys'],
+  ['x-amz-server-side-encryption-context', 'Server-side encryption with KMS keys'],
+  ['x-amz-server-side-encryption-bucket-key-enabled', 'Server-side encryption with bucket keys'],
+  ['x-amz-server-side-encryption-customer-algorithm', 'Server-side encryption with customer keys (SSE-C)'],
+  ['x-amz-server-side-encryption-customer-key', 'Server-side encryption with customer keys (SSE-C)'],
+  ['x-amz-server-side-encryption-customer-key-md5', 'Server-side encryption with customer keys (SSE-C)'],
+  ['x-amz-copy-source-server-side-encryption-customer-algorithm', 'Server-side encryption with customer keys (SSE-C)'],
+  ['x-amz-copy-source-server-side-encryption-customer-key', 'Server-side encryption with customer keys (SSE-C)'],
+  ['x-amz-copy-source-server-side-encryption-customer-key-md5', 'Server-side encryption with customer keys (SSE-C)'],
+  ['x-amz-object-lock-mode', 'Object Lock'],
+  ['x-amz-object-lock-retain-until-date', 'Object Lock'],
+  ['x-amz-object-lock-legal-hold', 'Object Lock legal hold'],
+  ['x-amz-grant-read', 'Access control grants (ACLs)'],
+  ['x-amz-grant-write', 'Access control grants (ACLs)'],
+  ['x-amz-grant-read-acp', 'Access control grants (ACLs)'],
+  ['x-amz-grant-write-acp', 'Access control grants (ACLs)'],
+  ['x-amz-grant-full-control', 'Access control grants (ACLs)'],
+  ['x-amz-website-redirect-location', 'Website redirects'],
+]);
+
+/** The NotImplemented answer for a request carrying such a header, or null. */
+export function unsupportedHeaderError(headers: RequestHeaders): S3Error | null {
+  for (const name of headers.keys()) {
+    const what = REFUSED.get(name);
+    if (what) return new S3Error('NotImplemented', `${what} (${name}) is not supported by files-rest.`);
+  }
+  const acl = headers.get('x-amz-acl');
+  if (acl && !acl.every((v) => ACCEPTED_CANNED_ACLS.has(v.trim().toLowerCase()))) {
+    return new S3Error('NotImplemented', `The canned ACL ${acl.join(',')} (x-amz-acl) is not supported by files-rest: every object is private to the installation's keys.`);
+  }
+  const lock = headers.get('x-amz-bucket-object-lock-enabled');
+  if (lock && lock.some((v) => v.trim().toLowerCase() !== 'false')) {
+    return new S3Error('NotImplemented', 'Object Lock (x-amz-bucket-object-lock-enabled) is not supported by files-rest.');
+  }
+  return null;
+}
