@@ -274,7 +274,7 @@ describe('S3 door', () => {
     assert.equal((await send('GET', '/noimpl-headers/refused-0', { 'x-amz-server-side-encryption-customer-algorithm': 'AES256' })).status, 501);
     assert.equal((await send('PUT', '/noimpl-locked', { 'x-amz-bucket-object-lock-enabled': 'true' })).status, 501);
     assert.equal((await s3Code(s3.send(new HeadBucketCommand({ Bucket: 'noimpl-locked' })))).status, 404);
-    // What files-rest does anyway is accepted (rclone sends x-amz-acl: private by default).
+    // What files-rest does anyway is accepted (tools such as rclone and s3cmd can be set to send x-amz-acl: private).
     await s3.send(new PutObjectCommand({ Bucket: 'noimpl-headers', Key: 'private', Body: 'ok', ACL: 'private' }));
     assert.equal((await send('PUT', '/noimpl-headers/owner', { 'x-amz-acl': 'bucket-owner-full-control' }, 'ok')).status, 200);
     assert.equal((await send('PUT', '/noimpl-unlocked', { 'x-amz-bucket-object-lock-enabled': 'false' })).status, 200);

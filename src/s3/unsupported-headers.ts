@@ -4,7 +4,7 @@
  * encryption, an object lock or a public ACL and got 200 would believe its object encrypted,
  * undeletable or public while it is none of these (Ceph's S3 suite found them accepted and ignored).
  * A canned ACL that says what files-rest does anyway (`private`, and the bucket-owner ones: an
- * installation's keys share its buckets) is accepted: rclone sends `x-amz-acl: private` by default.
+ * installation's keys share its buckets) is accepted: tools such as rclone and s3cmd can be set to send it.
  */
 import { S3Error } from './errors.js';
 import type { RequestHeaders } from './sigv4.js';
