@@ -512,8 +512,8 @@ export type SharedFileRule = 'refuse' | 'release';
  * or the version alone goes (`shared`, above); otherwise the version and its file instance go in one
  * transaction, and the removal of the bytes is queued in the same transaction. Either way the bucket
  * size drops by the file's size (each version counted it), and the newest remaining version becomes
- * head if this one was. The file's row is locked before its other versions are counted, so that two
- * versions released at once in two buckets cannot both leave the file to the other.
+ * head if this one was. A release locks the file's row before its other versions are counted, so
+ * that two versions released at once in two buckets cannot both leave the file to the other.
  */
 export async function hardDeleteVersion(
   ctx: DomainContext,
@@ -527,10 +527,12 @@ export async function hardDeleteVersion(
     const bucket = await lockBucketForWrite(tx, bucketId);
     const v = await findVersion(tx, bucket.id, key, versionId);
     if (!v) throw new AppError('OBJECT_NOT_FOUND');
+    const release = opts.shared === 'release';
     let shared = false;
     if (v.fileId !== null) {
-      // The row lock (PostgreSQL; SQLite has one writer) that orders deletes of versions sharing the file.
-      await tx.updateTable('files').set({ updated: now }).where('id', '=', v.fileId).execute();
+      // A release takes the file's row lock (PostgreSQL; SQLite has one writer) before counting, so
+      // releases of versions sharing the file run one after the other. A refusal leaves nothing.
+      if (release) await tx.updateTable('files').set({ updated: now }).where('id', '=', v.fileId).execute();
       const others = await tx
         .selectFrom('object_versions')
         .select((eb) => eb.fn.countAll<number>().as('n'))
@@ -538,13 +540,12 @@ export async function hardDeleteVersion(
         .where('seq', '!=', v.seq)
         .executeTakeFirstOrThrow();
       const n = Number(others.n);
-      if (n > 0 && (opts.shared ?? 'refuse') === 'refuse') throw new AppError('FILE_SHARED', { count: n });
+      if (n > 0 && !release) throw new AppError('FILE_SHARED', { count: n });
       shared = n > 0;
     }
     await tx.deleteFrom('object_versions').where('seq', '=', v.seq).execute();
-    if (v.file && shared) await removeStored(tx, bucket.id, v.file.size);
-    else if (v.file) {
-      await removeStored(tx, bucket.id, v.file.size);
+    if (v.file) await removeStored(tx, bucket.id, v.file.size);
+    if (v.file && !shared) {
       // Its further copies go with it.
       const copies = await tx.deleteFrom('file_copies').where('file_id', '=', v.file.id).returning('uri').execute();
       await tx.deleteFrom('files').where('id', '=', v.file.id).execute();
