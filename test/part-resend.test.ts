@@ -1,5 +1,5 @@
-// Concurrent re-sends of one multipart part: serialised through the database (part-claims.ts), the
-// last complete one wins, completion answers 200 (never 500 for a client's race), and the object's
+// Concurrent re-sends of one multipart part: serialised through the database (part-claims.ts) once
+// their bytes arrive, the last complete one wins, completion answers 200 (never 500 for a client's race), and the object's
 // bytes are one complete version of each part. On PostgreSQL the re-sends go to two API servers
 // sharing the database and the storage, as two nodes would.
 import { after, before, describe, it } from 'node:test';
@@ -103,6 +103,49 @@ describe('Concurrent re-sends of one multipart part', () => {
       for await (const c of patternStream(MiB, 64 * 1024, want1.get(got[1]!)!)) whole.update(c as Buffer);
       assert.equal(v.checksum, `md5:${whole.digest('hex')}`);
     }
+  });
+
+  it('a re-send that starts while an earlier write of the part has sent no byte yet goes first; the earlier one, finishing last, is the part', async () => {
+    const b = await createBucket(s.files);
+    const key = 'first-bytes.bin';
+    const init = await req(`${s.files}/${b}/${key}?uploads&size=${SIZE}&partSize=${PART}`, { method: 'POST' });
+    const id = init.json.id as string;
+    const tail = await streamRequest(`${s.files}/${b}/${key}?uploadId=${id}&partNumber=1`, 'PUT', patternStream(MiB, 64 * 1024, 51), MiB);
+    assert.equal(tail.status, 200, tail.text);
+    // Write A of part 0: its headers, not a byte of its body (a client that sends the re-send first).
+    const u = new URL(`${node(1).files}/${b}/${key}?uploadId=${id}&partNumber=0`);
+    const a = http.request({ host: u.hostname, port: u.port, path: u.pathname + u.search, method: 'PUT', agent: false, headers: { 'content-length': String(PART) } });
+    const answeredA = new Promise<{ status: number; text: string }>((resolve, reject) => {
+      a.on('response', (res) => {
+        let text = '';
+        res.on('data', (d) => (text += d));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+      });
+      a.on('error', reject);
+    });
+    a.flushHeaders();
+    try {
+      // A has reached the server (and, before the claim waited for bytes, claimed the part).
+      for (let i = 0; i < 400; i++) {
+        const m = await req(`${node(1).url}/metrics`);
+        if (/^files_rest_uploads_in_flight [1-9]/m.test(m.text)) break;
+        await new Promise((r) => setTimeout(r, 25));
+      }
+      await new Promise((r) => setTimeout(r, 200));
+      // Write B of part 0, whole: it does not wait for A (which would hold it until A's idle timeout).
+      const bWrite = await streamRequest(`${s.files}/${b}/${key}?uploadId=${id}&partNumber=0`, 'PUT', patternStream(PART, 64 * 1024, 52), PART);
+      assert.equal(bWrite.status, 200, bWrite.text);
+      for await (const c of patternStream(PART, 64 * 1024, 53)) if (!a.write(c)) await new Promise((r) => a.once('drain', r));
+      a.end();
+    } finally {
+      if (!a.writableEnded) a.destroy();
+    }
+    const ra = await answeredA;
+    assert.equal(ra.status, 200, ra.text);
+    const done = await req(`${s.files}/${b}/${key}?uploadId=${id}`, { method: 'POST' });
+    assert.equal(done.status, 200, done.text);
+    // A finished last: part 0 is A's bytes.
+    assert.deepEqual(await partMd5s(`${s.files}/${b}/${key}`, [PART, MiB]), [await md5Of(PART, 53), await md5Of(MiB, 51)]);
   });
 
   it('completion while a re-send of a part is still being written: 409, not a failed upload; afterwards 200', async () => {

@@ -258,7 +258,7 @@ export async function uploadPart(
   const file = await ctx.db.selectFrom('files').select(['uri']).where('id', '=', u.fileId).executeTakeFirstOrThrow();
   const backend = ctx.storage.forUri(file.uri!);
   // One write of this part at a time, across processes; a failure to get there is not a part failure.
-  const claim = await claimPart(ctx, u.id, input.partNumber, input.signal);
+  const claim = await claimPart(ctx, u.id, input.partNumber, input.signal, input.source);
   let received: Received<{ etag: string | null }>;
   try {
     received = await receive({

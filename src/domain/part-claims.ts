@@ -4,6 +4,8 @@ import { sql } from 'kysely';
 import { AppError, isAppError } from '../errors.js';
 import { transaction } from '../db/database.js';
 import type { Executor, Tx } from '../db/schema.js';
+import type { Readable } from 'node:stream';
+import { firstBytes } from '../util/first-bytes.js';
 import { nowMicros } from '../util/time.js';
 import type { DomainContext } from './context.js';
 
@@ -15,6 +17,12 @@ import type { DomainContext } from './context.js';
  * write of the part waits until the claim ends; completion is refused while any part is claimed.
  * The last write to finish is the part. A claim lives while its writer renews it; one not renewed
  * for CLAIM_LEASE_MICROS belongs to a process that is gone and is taken over.
+ *
+ * A write claims its part once the first bytes of its body have arrived, not before: a re-send that
+ * starts while an earlier write of the part has sent nothing yet goes first, and the earlier one,
+ * finishing last, is the part, as S3 keeps the write that finishes last (a client that sends the
+ * re-send from inside the first one's body, as Ceph's S3 suite does, would otherwise wait for itself
+ * until the body's idle timeout). A re-send while an earlier write is sending its bytes waits for it.
  */
 export const CLAIM_LEASE_MICROS = 30_000_000;
 const HEARTBEAT_MS = 5_000;
@@ -99,10 +107,22 @@ function nextChance(key: string, signal?: AbortSignal): Promise<void> {
 }
 
 /**
- * Claims a part for writing, waiting while another write of it runs (here or in another process).
- * Rejects when the upload is no longer in progress, or with the signal's reason when it aborts first.
+ * Claims a part for writing once its body's first bytes are there, waiting while another write of it
+ * runs (here or in another process). Rejects when the upload is no longer in progress, or with the
+ * signal's reason when it aborts first.
  */
-export async function claimPart(ctx: DomainContext, uploadId: string, partNumber: number, signal?: AbortSignal): Promise<PartClaim> {
+export async function claimPart(
+  ctx: DomainContext,
+  uploadId: string,
+  partNumber: number,
+  signal: AbortSignal | undefined,
+  /** The write's body: the claim waits for its first bytes (or its end, when it is empty). */
+  body: Readable,
+): Promise<PartClaim> {
+  await firstBytes(body, signal).catch((reason: unknown) => {
+    // The idle timeout's refusal, or a client that went away before sending a byte.
+    throw isAppError(reason) ? reason : new AppError('CLIENT_DISCONNECTED');
+  });
   const writer = randomBytes(12).toString('hex');
   const key = claimKey(uploadId, partNumber);
   for (;;) {

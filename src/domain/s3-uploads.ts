@@ -162,7 +162,7 @@ export async function uploadS3Part(
   await reserve(ctx, u, input.size, true);
   let claim: Awaited<ReturnType<typeof claimPart>>;
   try {
-    claim = await claimPart(ctx, u.id, n - 1, input.signal);
+    claim = await claimPart(ctx, u.id, n - 1, input.signal, input.source);
   } catch (e) {
     await reserve(ctx, u, -input.size, false);
     throw e;
