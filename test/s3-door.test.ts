@@ -135,6 +135,10 @@ describe('S3 door', () => {
 
     const listed = await s3.send(new ListBucketsCommand({}));
     assert.ok(listed.Buckets?.some((b) => b.Name === 'sdk-bucket'));
+    // One owner everywhere: the buckets' owner is the objects' owner in a listing.
+    const owned = await s3.send(new ListObjectsV2Command({ Bucket: 'sdk-bucket', FetchOwner: true }));
+    assert.deepEqual(listed.Owner, owned.Contents?.[0]?.Owner);
+    assert.match(listed.Owner?.ID ?? '', /^[0-9a-f]{64}$/);
     assert.equal((await s3Code(s3.send(new DeleteBucketCommand({ Bucket: 'sdk-bucket' })))).name, 'BucketNotEmpty');
   });
 

@@ -258,6 +258,11 @@ describe('S3 multipart uploads', () => {
     assert.equal(c1.CopyPartResult?.ETag, `"${md5(src.subarray(0, 2000 * K))}"`);
     assert.equal(
       await s3Code(s3.send(new UploadPartCopyCommand({ Bucket: bucket, Key: key, UploadId, PartNumber: 3, CopySource: `${bucket}/copy/src.bin`, CopySourceRange: `bytes=${4000 * K}-${10000 * K}` }))),
+      'InvalidRange',
+    );
+    // A range that is not of the form bytes=first-last is malformed, not unsatisfiable.
+    assert.equal(
+      await s3Code(s3.send(new UploadPartCopyCommand({ Bucket: bucket, Key: key, UploadId, PartNumber: 3, CopySource: `${bucket}/copy/src.bin`, CopySourceRange: `bytes=5-1` }))),
       'InvalidArgument',
     );
     await s3.send(new CompleteMultipartUploadCommand({ Bucket: bucket, Key: key, UploadId, MultipartUpload: { Parts: [{ PartNumber: 1, ETag: c1.CopyPartResult!.ETag! }, { PartNumber: 2, ETag: c2.CopyPartResult!.ETag! }] } }));

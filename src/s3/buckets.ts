@@ -11,11 +11,13 @@ import { S3Error } from './errors.js';
 import { bucketNameProblem, isBucketId, resolveBucket } from './names.js';
 import { readSmallBody } from './payload.js';
 import { allowed, authorize, sendEmpty, sendXml, type S3Request } from './request.js';
+import { DEFAULT_S3_OWNER, renderOwner } from './listings.js';
 import { childText, doc, el, parseXml } from './xml.js';
 
 /** The region the door answers with; any region is accepted in signatures. */
 export const DOOR_REGION = 'us-east-1';
-const OWNER = `<Owner>${el('ID', 'files-rest')}${el('DisplayName', 'files-rest')}</Owner>`;
+/** The owner of every bucket: the same ID and name as the listings' owner of every object. */
+const OWNER = renderOwner(DEFAULT_S3_OWNER);
 
 function isoDate(micros: number): string {
   return new Date(Math.floor(micros / 1000)).toISOString();

@@ -149,7 +149,7 @@ function renderContents(v: ListedVersion, etags: Map<string, string>, enc: (s: s
   );
 }
 
-function renderOwner(owner: S3Owner): string {
+export function renderOwner(owner: S3Owner): string {
   return `<Owner>${el('ID', owner.id)}${el('DisplayName', owner.displayName)}</Owner>`;
 }
 

@@ -121,8 +121,12 @@ async function uploadPartCopy(r: S3Request, u: MultipartUpload, partNumber: numb
   const rangeText = header(r, 'x-amz-copy-source-range');
   if (rangeText !== undefined) {
     const m = /^bytes=(\d+)-(\d+)$/.exec(rangeText.trim());
-    if (!m || Number(m[1]) > Number(m[2]) || Number(m[2]) >= file.size) {
+    if (!m || Number(m[1]) > Number(m[2])) {
       throw new S3Error('InvalidArgument', 'The x-amz-copy-source-range value must be of the form bytes=first-last where first and last are the zero-based offsets of the first and last bytes to copy, within the object.');
+    }
+    // Well formed but past the source's end: the range cannot be satisfied (S3's InvalidRange, 416).
+    if (Number(m[2]) >= file.size) {
+      throw new S3Error('InvalidRange', `The x-amz-copy-source-range ${rangeText.trim()} is not within the source object of ${file.size} bytes.`, { ActualObjectSize: String(file.size) });
     }
     range = { start: Number(m[1]), end: Number(m[2]) };
   }
