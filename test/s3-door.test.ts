@@ -6,6 +6,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
 import { execFile } from 'node:child_process';
+import http from 'node:http';
 import { existsSync } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -157,6 +158,43 @@ describe('S3 door', () => {
     const text = await e.text();
     assert.match(text, /<Code>AccessDenied<\/Code>/);
     assert.match(text, /expired/);
+  });
+
+  it('Expect: 100-continue: the 100 comes once the request is authenticated; a refused one is answered without it, its body never sent', async () => {
+    await s3.send(new CreateBucketCommand({ Bucket: 'continued' }));
+    const body = randomBytes(256 * 1024);
+    /** A PUT that sends its body only on 100 Continue: the status and whether a 100 came. */
+    const put = (url: string) =>
+      new Promise<{ status: number; text: string; continued: boolean }>((resolve, reject) => {
+        const u = new URL(url);
+        let continued = false;
+        const rq = http.request({ host: u.hostname, port: u.port, path: u.pathname + u.search, method: 'PUT', agent: false, headers: { 'content-length': String(body.length), expect: '100-continue' } });
+        rq.on('continue', () => {
+          continued = true;
+          rq.end(body);
+        });
+        rq.on('response', (res) => {
+          let text = '';
+          res.on('data', (d) => (text += d));
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, text, continued }));
+        });
+        rq.on('error', reject);
+        rq.flushHeaders();
+      });
+    const url = await getSignedUrl(s3, new PutObjectCommand({ Bucket: 'continued', Key: 'c.bin' }), { expiresIn: 300 });
+    const forged = url.replace(/X-Amz-Signature=([0-9a-f])/, (_m, c: string) => `X-Amz-Signature=${c === '0' ? '1' : '0'}`);
+    const refused = await put(forged);
+    assert.equal(refused.status, 403, refused.text);
+    assert.match(refused.text, /<Code>SignatureDoesNotMatch<\/Code>/);
+    assert.equal(refused.continued, false);
+    const noBucket = await put(await getSignedUrl(s3, new PutObjectCommand({ Bucket: 'no-such-bucket-here', Key: 'c.bin' }), { expiresIn: 300 }));
+    assert.equal(noBucket.status, 404, noBucket.text);
+    assert.equal(noBucket.continued, false);
+    const ok = await put(url);
+    assert.equal(ok.status, 200, ok.text);
+    assert.equal(ok.continued, true);
+    const got = await s3.send(new GetObjectCommand({ Bucket: 'continued', Key: 'c.bin' }));
+    assert.ok(Buffer.from(await got.Body!.transformToByteArray()).equals(body));
   });
 
   it('a wrong secret is SignatureDoesNotMatch, an unknown key InvalidAccessKeyId, a scoped key AccessDenied elsewhere', async () => {

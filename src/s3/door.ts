@@ -101,6 +101,11 @@ export class S3Door {
     this.server = createHttpServer({ requireHostHeader: false }, (req, res) => {
       void this.handle(req, res);
     });
+    // A request with Expect: 100-continue gets its 100 only once it is authenticated and its body is
+    // about to be read (continueBody, request.ts); a refusal comes without one, as S3 answers.
+    this.server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {
+      void this.handle(req, res);
+    });
     this.server.on('connection', (s: Socket) => {
       this.sockets.add(s);
       s.once('close', () => this.sockets.delete(s));

@@ -24,7 +24,7 @@ import {
   type ChecksumAlgorithm,
   type ChecksumHasher,
 } from './checksums.js';
-import { header, type S3Request } from './request.js';
+import { continueBody, header, type S3Request } from './request.js';
 
 export interface Payload {
   /** The request: the bytes as sent. */
@@ -125,6 +125,8 @@ export async function openPayload(r: S3Request): Promise<Payload> {
   });
 
   const checksums: Record<string, string> = {};
+  // Everything that could refuse the request from its headers has: the client may send the body now.
+  continueBody(r);
   return {
     source: r.req,
     through: decoder ? [decoder] : [],

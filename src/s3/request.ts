@@ -32,6 +32,23 @@ export interface S3Request {
   readonly identity: Identity | null;
 }
 
+const continued = new WeakSet<ServerResponse>();
+
+/**
+ * Tells a client that sent `Expect: 100-continue` to send its body: called by the operations once the
+ * request is authenticated and authorised and the body is about to be read (openPayload). A request
+ * refused before that is answered without a 100, so the client never sends a body it would send in
+ * vain (the connection is then closed, the body unread), as S3 does. The door handles Node.js's
+ * 'checkContinue' itself; Node would otherwise send the 100 for every request on arrival.
+ */
+export function continueBody(r: S3Request): void {
+  if (continued.has(r.res) || r.res.headersSent) return;
+  const expect = r.req.headers.expect;
+  if (expect === undefined || expect.trim().toLowerCase() !== '100-continue') return;
+  continued.add(r.res);
+  r.res.writeContinue();
+}
+
 /** Sends an XML document (200 unless told). */
 export function sendXml(r: S3Request, body: string, status = 200, headers: Record<string, string> = {}): void {
   const buf = Buffer.from(body, 'utf8');
