@@ -14,6 +14,7 @@ import {
   CompleteMultipartUploadCommand,
   CreateMultipartUploadCommand,
   DeleteBucketCommand,
+  DeleteObjectCommand,
   GetObjectCommand,
   HeadBucketCommand,
   HeadObjectCommand,
@@ -169,6 +170,17 @@ describe('S3 multipart uploads', () => {
     assert.ok(rest.body.equals(whole));
     assert.equal(rest.checksum, `md5:${md5(whole)}`);
     assert.equal(await s3Code(send(1, p1)), 'NoSuchUpload', 'a completed upload takes no more parts');
+    // The completion repeated (a client whose answer was lost retries): the same answer, as S3 gives.
+    const again = await complete([{ PartNumber: 1, ETag: e1 }, { PartNumber: 2, ETag: e2again }, { PartNumber: 3, ETag: e3 }]);
+    assert.equal(again.ETag, done.ETag);
+    assert.equal(again.VersionId, done.VersionId);
+    // files-rest's own record of the upload is no header of the object, nor copied with it.
+    const head = await s3.send(new HeadObjectCommand({ Bucket: bucket, Key: key }));
+    assert.deepEqual(Object.keys(head.Metadata ?? {}), []);
+    assert.equal(JSON.stringify(head).includes(UploadId!), false);
+    // Once the version it made is gone, the upload is unknown again.
+    await s3.send(new DeleteObjectCommand({ Bucket: bucket, Key: key, VersionId: done.VersionId }));
+    assert.equal(await s3Code(complete([{ PartNumber: 1, ETag: e1 }])), 'NoSuchUpload');
   });
 
   it('a completion listing fewer parts than were sent: the object is those parts, the rest released', async () => {

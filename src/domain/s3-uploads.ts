@@ -47,6 +47,10 @@ export const S3_MAX_PART_NUMBER = 10000;
  */
 export const S3_ETAG_KEY = 'etag';
 export const S3_PART_SIZE_KEY = 'mp-part-size';
+/** The id of the upload that made the object: a CompleteMultipartUpload repeated after success finds its result by it. */
+export const S3_UPLOAD_ID_KEY = 'mp-upload-id';
+/** The stored metadata that is files-rest's own, never a header of the object (nor copied with it). */
+export const S3_INTERNAL_KEYS: ReadonlySet<string> = new Set([S3_ETAG_KEY, S3_PART_SIZE_KEY, S3_UPLOAD_ID_KEY]);
 
 /** Starts an upload of unknown size: an empty file instance that parts are written into. */
 export async function createS3Upload(ctx: DomainContext, input: { bucketId: string; key: string; metadata: Record<string, string> }): Promise<MultipartUpload> {
@@ -321,6 +325,28 @@ export async function listS3Uploads(
   return out;
 }
 
+/**
+ * The object a completed S3 multipart upload made, while that version exists, and its ETag: S3
+ * answers a CompleteMultipartUpload repeated after it succeeded (a client whose first answer was
+ * lost, and which retries) with the same result, not NoSuchUpload.
+ */
+export async function findCompletedS3Upload(db: Executor, bucketId: string, key: string, uploadId: string): Promise<{ versionId: string; etag: string } | null> {
+  // In the JSON text the pair is `"mp-upload-id":"<id>"`; ids are hex and hyphens (no LIKE wildcard).
+  if (!/^[0-9a-f-]{1,64}$/i.test(uploadId)) return null;
+  const rows = await db
+    .selectFrom('object_versions')
+    .select(['version_id', 'metadata'])
+    .where('bucket_id', '=', bucketId)
+    .where('key', '=', key)
+    .where('metadata', 'like', `%"${S3_UPLOAD_ID_KEY}":"${uploadId}"%`)
+    .execute();
+  for (const r of rows) {
+    const m = JSON.parse(r.metadata!) as Record<string, string>;
+    if (m[S3_UPLOAD_ID_KEY] === uploadId && m[S3_ETAG_KEY]) return { versionId: r.version_id, etag: m[S3_ETAG_KEY] };
+  }
+  return null;
+}
+
 /** The S3 ETags of those of the given versions completed through S3 multipart (version id → ETag). */
 export async function s3EtagsOf(db: Executor, versionIds: readonly string[]): Promise<Map<string, string>> {
   const out = new Map<string, string>();
@@ -436,7 +462,7 @@ export async function requestS3Completion(
     etag = multipartEtag(listed.map((p) => p.checksum));
     // The ETag and the part size go with the object: every part but the last is partSize bytes, so
     // they locate each part (GetObject with partNumber) once the upload's rows are gone.
-    const metadata = { ...(row.metadata ?? {}), [S3_ETAG_KEY]: etag, [S3_PART_SIZE_KEY]: String(row.partSize) };
+    const metadata = { ...(row.metadata ?? {}), [S3_ETAG_KEY]: etag, [S3_PART_SIZE_KEY]: String(row.partSize), [S3_UPLOAD_ID_KEY]: u.id };
     await tx
       .updateTable('multipart_uploads')
       .set({ size: total, last_part_number: listed.length - 1, last_part_size: last.size, metadata: JSON.stringify(metadata) })

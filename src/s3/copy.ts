@@ -8,7 +8,7 @@ import { copyObject } from '../domain/copy.js';
 import { chooseMimetype } from '../domain/mimetype.js';
 import type { Bucket, ObjectVersion } from '../domain/models.js';
 import { findHead, findVersion, getVersionMetadata } from '../domain/objects.js';
-import { S3_ETAG_KEY, S3_PART_SIZE_KEY } from '../domain/s3-uploads.js';
+import { S3_ETAG_KEY, S3_INTERNAL_KEYS } from '../domain/s3-uploads.js';
 import { S3Error } from './errors.js';
 import { resolveBucket } from './names.js';
 import { etagOf, metadataOf } from './objects.js';
@@ -118,9 +118,8 @@ export async function copyObjectOp(r: S3Request, bucket: Bucket): Promise<void> 
     mimetype = chooseMimetype(r.key, header(r, 'content-type'));
   } else {
     // A copy is a new single-part object, as in S3: its ETag is its MD5, so the source's multipart
-    // ETag and part size stay behind.
-    const { [S3_ETAG_KEY]: _etag, [S3_PART_SIZE_KEY]: _partSize, ...rest } = sourceMetadata;
-    metadata = rest;
+    // ETag, part size and upload id stay behind.
+    metadata = Object.fromEntries(Object.entries(sourceMetadata).filter(([k]) => !S3_INTERNAL_KEYS.has(k)));
     mimetype = source.mimetype ?? chooseMimetype(r.key, undefined);
   }
   const tags = tagDirective === 'REPLACE' ? (taggingHeader(r) ?? {}) : source.tags;

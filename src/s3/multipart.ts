@@ -5,12 +5,13 @@
  * and the REST door's abort, expiry and merge in multipart.ts).
  */
 import { abortUpload, completionNews, completionOutcome, getUploadInLiveBucket, type MultipartUpload } from '../domain/multipart.js';
-import { createS3Upload, listS3Parts, listS3Uploads, requestS3Completion, S3_MAX_PART_NUMBER, uploadS3Part, type CompletedPart } from '../domain/s3-uploads.js';
-import { findHead, findVersion } from '../domain/objects.js';
+import { createS3Upload, findCompletedS3Upload, listS3Parts, listS3Uploads, requestS3Completion, S3_MAX_PART_NUMBER, uploadS3Part, type CompletedPart } from '../domain/s3-uploads.js';
+import { findHead, findVersion, waitForCopies } from '../domain/objects.js';
 import type { Bucket, ObjectVersion } from '../domain/models.js';
 import { isAppError } from '../errors.js';
 import { isStorageError } from '../storage/backend.js';
 import { S3Error } from './errors.js';
+import { toS3Error } from './error-map.js';
 import { resolveBucket } from './names.js';
 import { metadataOf } from './objects.js';
 import { openPayload, readSmallBody } from './payload.js';
@@ -163,7 +164,19 @@ function parsePartList(body: Buffer): CompletedPart[] {
 /** POST /bucket/key?uploadId: waits for the merge, then answers with the object's ETag. */
 export async function completeMultipartUploadOp(r: S3Request, bucket: Bucket): Promise<void> {
   await authorize(r, 'bucket-update', { type: 'bucket', bucketId: bucket.id, key: r.key });
-  const u = await uploadOf(r, bucket);
+  let u: MultipartUpload;
+  try {
+    u = await uploadOf(r, bucket);
+  } catch (e) {
+    // Completed already (a client retrying because the first answer was lost): the same answer, as S3 gives.
+    const done = toS3Error(e).code === 'NoSuchUpload' ? await findCompletedS3Upload(r.ctx.db, bucket.id, r.key, r.query.get('uploadId') ?? '') : null;
+    if (!done) throw e;
+    await readSmallBody(r, 1024 * 1024);
+    // The copies FILES_REST_UPLOAD_WAIT_COPIES asks for, as the first answer waited for them.
+    const version = await findVersion(r.ctx.db, bucket.id, r.key, done.versionId);
+    if (version) await waitForCopies(r.ctx, version);
+    return sendCompletion(r, done.etag, done.versionId);
+  }
   const list = parsePartList(await readSmallBody(r, 1024 * 1024));
   // A retry of a completion already under way (the first call's connection or server died) waits for it.
   const { upload: completing, etag } =
@@ -172,13 +185,7 @@ export async function completeMultipartUploadOp(r: S3Request, bucket: Bucket): P
   let delay = 10;
   for (;;) {
     const st = await completionOutcome(r.ctx, completing);
-    if (st.state === 'completed') {
-      const location = `${r.req.headers.host ? `http://${r.req.headers.host}` : ''}/${r.bucketName}/${r.key}`;
-      sendXml(r, doc('CompleteMultipartUploadResult', el('Location', location) + el('Bucket', r.bucketName) + el('Key', r.key) + el('ETag', etag)), 200, {
-        'x-amz-version-id': st.version.versionId,
-      });
-      return;
-    }
+    if (st.state === 'completed') return sendCompletion(r, etag, st.version.versionId);
     if (st.state === 'refused') throw st.refusal;
     if (st.state === 'failed' || st.state === 'gone' || Date.now() > deadline) {
       throw new S3Error('InternalError', st.state === 'failed' ? `Completing the upload failed: ${st.error}.` : 'The upload is still being completed; retry CompleteMultipartUpload later.');
@@ -186,6 +193,13 @@ export async function completeMultipartUploadOp(r: S3Request, bucket: Bucket): P
     await completionNews(u.id, delay);
     delay = Math.min(delay * 2, 100);
   }
+}
+
+function sendCompletion(r: S3Request, etag: string, versionId: string): void {
+  const location = `${r.req.headers.host ? `http://${r.req.headers.host}` : ''}/${r.bucketName}/${r.key}`;
+  sendXml(r, doc('CompleteMultipartUploadResult', el('Location', location) + el('Bucket', r.bucketName) + el('Key', r.key) + el('ETag', etag)), 200, {
+    'x-amz-version-id': versionId,
+  });
 }
 
 /** DELETE /bucket/key?uploadId */

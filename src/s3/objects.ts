@@ -5,7 +5,7 @@ import { isAppError } from '../errors.js';
 import type { Bucket, ObjectVersion } from '../domain/models.js';
 import { findHeadWithMetadata, findVersion, getVersionMetadata, hardDeleteVersion, placeDeleteMarker, putObject } from '../domain/objects.js';
 import type { Precondition } from '../domain/preconditions.js';
-import { S3_ETAG_KEY, S3_MAX_PART_NUMBER, S3_PART_SIZE_KEY, s3PartRange } from '../domain/s3-uploads.js';
+import { S3_ETAG_KEY, S3_INTERNAL_KEYS, S3_MAX_PART_NUMBER, s3PartRange } from '../domain/s3-uploads.js';
 import { watchBody } from '../http/body-watch.js';
 import { parseRange } from '../http/download.js';
 import { openContent, readFailed, type ServableFile } from '../domain/reads.js';
@@ -195,7 +195,7 @@ export async function getObjectOp(
     ...taggingCountHeader(version.tags),
   };
   for (const [k, v] of Object.entries(meta)) {
-    if (k === 'content-type' || k === S3_ETAG_KEY || k === S3_PART_SIZE_KEY || k.startsWith('x-amz-checksum-')) continue;
+    if (k === 'content-type' || S3_INTERNAL_KEYS.has(k) || k.startsWith('x-amz-checksum-')) continue;
     headers[k] = v;
   }
   for (const [param, name] of Object.entries(RESPONSE_OVERRIDES)) {
