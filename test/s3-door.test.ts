@@ -112,6 +112,11 @@ describe('S3 door', () => {
     assert.equal(got.Metadata?.colour, 'blue');
     assert.equal(got.VersionId, put.VersionId);
     assert.ok(got.ChecksumCRC32, 'the CRC32 trailer was stored and is returned');
+    // The standard headers come back as given (the SDK's aws-chunked framing is not the object's encoding).
+    const given = { ContentEncoding: 'deflate, gzip', ContentDisposition: 'attachment; filename="a b.txt"', CacheControl: 'max-age=60,  public', ContentLanguage: 'en-GB' };
+    await s3.send(new PutObjectCommand({ Bucket: 'sdk-bucket', Key: 'headers.txt', Body: 'headers', ...given }));
+    const h = await s3.send(new HeadObjectCommand({ Bucket: 'sdk-bucket', Key: 'headers.txt' }));
+    assert.deepEqual({ ContentEncoding: h.ContentEncoding, ContentDisposition: h.ContentDisposition, CacheControl: h.CacheControl, ContentLanguage: h.ContentLanguage }, given);
     const ranged = await s3.send(new GetObjectCommand({ Bucket: 'sdk-bucket', Key: 'dir/a b+é.bin', Range: 'bytes=10-19' }));
     assert.deepEqual(Buffer.from(await ranged.Body!.transformToByteArray()), body.subarray(10, 20));
     assert.equal(ranged.ContentRange, `bytes 10-19/${body.length}`);

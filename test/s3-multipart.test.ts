@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import {
   AbortMultipartUploadCommand,
   CompleteMultipartUploadCommand,
+  CopyObjectCommand,
   CreateMultipartUploadCommand,
   DeleteBucketCommand,
   DeleteObjectCommand,
@@ -181,6 +182,40 @@ describe('S3 multipart uploads', () => {
     // Once the version it made is gone, the upload is unknown again.
     await s3.send(new DeleteObjectCommand({ Bucket: bucket, Key: key, VersionId: done.VersionId }));
     assert.equal(await s3Code(complete([{ PartNumber: 1, ETag: e1 }])), 'NoSuchUpload');
+  });
+
+  it('conditional writes: CompleteMultipartUpload and CopyObject honour If-None-Match: * and If-Match (a multipart ETag too); If-Match on no object is NoSuchKey', async () => {
+    const key = 'cond/mp.bin';
+    const parts = [randomBytes(2000 * K), randomBytes(1000 * K)];
+    const upload = async () => {
+      const { UploadId } = await s3.send(new CreateMultipartUploadCommand({ Bucket: bucket, Key: key }));
+      const etags: string[] = [];
+      for (const [i, p] of parts.entries()) etags.push((await s3.send(new UploadPartCommand({ Bucket: bucket, Key: key, UploadId, PartNumber: i + 1, Body: p }))).ETag!);
+      return { UploadId: UploadId!, Parts: etags.map((ETag, i) => ({ PartNumber: i + 1, ETag })) };
+    };
+    // If-Match with no object at the key: NoSuchKey (404), as S3 answers; nothing is made.
+    const u0 = await upload();
+    assert.equal(await s3Code(s3.send(new CompleteMultipartUploadCommand({ Bucket: bucket, Key: key, UploadId: u0.UploadId, MultipartUpload: { Parts: u0.Parts }, IfMatch: '"0123456789abcdef0123456789abcdef"' }))), 'NoSuchKey');
+    assert.equal(await s3Code(s3.send(new PutObjectCommand({ Bucket: bucket, Key: key, Body: 'x', IfMatch: '*' }))), 'NoSuchKey');
+    const first = await s3.send(new CompleteMultipartUploadCommand({ Bucket: bucket, Key: key, UploadId: u0.UploadId, MultipartUpload: { Parts: u0.Parts }, IfNoneMatch: '*' }));
+    assert.equal(first.ETag, multipartEtag(parts));
+    // The key exists now: If-None-Match: * refuses a completion (the upload stays, completable).
+    const u1 = await upload();
+    assert.equal(await s3Code(s3.send(new CompleteMultipartUploadCommand({ Bucket: bucket, Key: key, UploadId: u1.UploadId, MultipartUpload: { Parts: u1.Parts }, IfNoneMatch: '*' }))), 'PreconditionFailed');
+    assert.equal(await s3Code(s3.send(new CompleteMultipartUploadCommand({ Bucket: bucket, Key: key, UploadId: u1.UploadId, MultipartUpload: { Parts: u1.Parts }, IfMatch: '"0123456789abcdef0123456789abcdef-2"' }))), 'PreconditionFailed');
+    // If-Match with the head's multipart ETag passes.
+    const second = await s3.send(new CompleteMultipartUploadCommand({ Bucket: bucket, Key: key, UploadId: u1.UploadId, MultipartUpload: { Parts: u1.Parts }, IfMatch: first.ETag }));
+    assert.notEqual(second.VersionId, first.VersionId);
+    // CopyObject onto an existing key with If-None-Match: * is refused; with the right If-Match it copies.
+    await s3.send(new PutObjectCommand({ Bucket: bucket, Key: 'cond/src.txt', Body: 'source' }));
+    assert.equal(await s3Code(s3.send(new CopyObjectCommand({ Bucket: bucket, Key: key, CopySource: `${bucket}/cond/src.txt`, IfNoneMatch: '*' }))), 'PreconditionFailed');
+    assert.equal(await s3Code(s3.send(new CopyObjectCommand({ Bucket: bucket, Key: key, CopySource: `${bucket}/cond/src.txt`, IfMatch: '"0123456789abcdef0123456789abcdef-2"' }))), 'PreconditionFailed');
+    const head = await s3.send(new HeadObjectCommand({ Bucket: bucket, Key: key }));
+    assert.equal(head.VersionId, second.VersionId);
+    await s3.send(new CopyObjectCommand({ Bucket: bucket, Key: key, CopySource: `${bucket}/cond/src.txt`, IfMatch: head.ETag }));
+    const got = await s3.send(new GetObjectCommand({ Bucket: bucket, Key: key }));
+    assert.equal(await got.Body!.transformToString(), 'source');
+    await s3.send(new CopyObjectCommand({ Bucket: bucket, Key: 'cond/fresh.txt', CopySource: `${bucket}/cond/src.txt`, IfNoneMatch: '*' }));
   });
 
   it('a completion listing fewer parts than were sent: the object is those parts, the rest released', async () => {

@@ -4,6 +4,7 @@ import type { DomainContext } from './context.js';
 import type { ObjectVersion } from './models.js';
 import { checkUploadAllowed, commitNewVersion, findVersion, putObject } from './objects.js';
 import { servableFile, storageFailure } from './reads.js';
+import type { Precondition } from './preconditions.js';
 
 /**
  * Copy of one version to a key, as a new version (new version id) of the destination. Within one
@@ -21,17 +22,19 @@ export interface CopyInput {
   tags: Record<string, string>;
   metadata?: Record<string, string>;
   signal?: AbortSignal;
+  /** If-Match / If-None-Match on the destination key, checked before and again in the commit. */
+  precondition?: Precondition | null;
 }
 
 const SOURCE_CHECKSUM = 'source checksum';
 
 export async function copyObject(ctx: DomainContext, input: CopyInput): Promise<ObjectVersion> {
   const file = servableFile(ctx, input.source);
-  const bucket = await checkUploadAllowed(ctx, input.bucketId, input.key, file.size);
+  const bucket = await checkUploadAllowed(ctx, input.bucketId, input.key, file.size, input.precondition);
   if (file.locationId === bucket.defaultLocation) {
     const version = await commitNewVersion(
       ctx,
-      { bucketId: bucket.id, key: input.key, file: { existingId: file.id, size: file.size }, mimetype: input.mimetype, tags: input.tags, metadata: input.metadata },
+      { bucketId: bucket.id, key: input.key, file: { existingId: file.id, size: file.size }, mimetype: input.mimetype, tags: input.tags, metadata: input.metadata, precondition: input.precondition },
       {
         // The source may have been hard-deleted since it was read: share only a file that still is.
         inTransaction: async (tx) => {
@@ -62,6 +65,7 @@ export async function copyObject(ctx: DomainContext, input: CopyInput): Promise<
     tags: input.tags,
     metadata: input.metadata,
     signal: input.signal,
+    precondition: input.precondition,
     // The copy must be the bytes the source's checksum promises.
     expectedDigests: md5 && md5.length === 16 ? [{ algorithm: 'md5', value: md5, header: SOURCE_CHECKSUM }] : [],
   }).catch((e: unknown) => {

@@ -11,7 +11,7 @@ import { findHead, findVersion, getVersionMetadata } from '../domain/objects.js'
 import { S3_ETAG_KEY, S3_INTERNAL_KEYS } from '../domain/s3-uploads.js';
 import { S3Error } from './errors.js';
 import { resolveBucket } from './names.js';
-import { etagOf, metadataOf } from './objects.js';
+import { etagOf, metadataOf, writePrecondition } from './objects.js';
 import { authorize, header, sendXml, type S3Request } from './request.js';
 import { taggingHeader } from './tagging.js';
 import { percentDecodeBytes } from './uri.js';
@@ -104,6 +104,8 @@ export async function copyObjectOp(r: S3Request, bucket: Bucket): Promise<void> 
   const sourceMetadata = (await getVersionMetadata(r.ctx.db, source.versionId)) ?? {};
   // The source's ETag as GET gives it: S3's multipart ETag for an object completed by a multipart upload.
   checkSourceConditions(r, source, sourceMetadata[S3_ETAG_KEY] ?? etagOf(source));
+  // If-None-Match: * / If-Match on the destination key (not the source's x-amz-copy-source-if-*).
+  const precondition = await writePrecondition(r, bucket.id);
 
   if (srcBucket.id === bucket.id && src.key === r.key && source.isHead && metaDirective === 'COPY' && tagDirective === 'COPY') {
     throw new S3Error(
@@ -129,7 +131,7 @@ export async function copyObjectOp(r: S3Request, bucket: Bucket): Promise<void> 
   r.res.once('close', onClose);
   let version: ObjectVersion;
   try {
-    version = await copyObject(r.ctx, { source, bucketId: bucket.id, key: r.key, mimetype, tags, metadata, signal: abort.signal });
+    version = await copyObject(r.ctx, { source, bucketId: bucket.id, key: r.key, mimetype, tags, metadata, signal: abort.signal, precondition });
   } finally {
     r.res.off('close', onClose);
   }

@@ -13,7 +13,7 @@ import { isStorageError } from '../storage/backend.js';
 import { S3Error } from './errors.js';
 import { toS3Error } from './error-map.js';
 import { resolveBucket } from './names.js';
-import { metadataOf } from './objects.js';
+import { metadataOf, writePrecondition } from './objects.js';
 import { openPayload, readSmallBody } from './payload.js';
 import { authorize, header, sendEmpty, sendXml, type S3Request } from './request.js';
 import { percentDecodeBytes } from './uri.js';
@@ -177,10 +177,12 @@ export async function completeMultipartUploadOp(r: S3Request, bucket: Bucket): P
     if (version) await waitForCopies(r.ctx, version);
     return sendCompletion(r, done.etag, done.versionId);
   }
+  // If-None-Match: * / If-Match on the key, checked now and again when the merge commits.
+  const precondition = await writePrecondition(r, bucket.id);
   const list = parsePartList(await readSmallBody(r, 1024 * 1024));
   // A retry of a completion already under way (the first call's connection or server died) waits for it.
   const { upload: completing, etag } =
-    u.state === 'completing' && u.metadata?.etag ? { upload: u, etag: u.metadata.etag } : await requestS3Completion(r.ctx, u, list);
+    u.state === 'completing' && u.metadata?.etag ? { upload: u, etag: u.metadata.etag } : await requestS3Completion(r.ctx, u, list, precondition);
   const deadline = Date.now() + 600_000;
   let delay = 10;
   for (;;) {

@@ -47,9 +47,13 @@ export function metadataOf(r: S3Request): Record<string, string> {
     let v = header(r, name);
     if (v === undefined) continue;
     if (name === 'content-encoding') {
-      // aws-chunked is the framing of this request, not an encoding of the object.
-      v = v.split(',').map((s) => s.trim()).filter((s) => s !== '' && s.toLowerCase() !== 'aws-chunked').join(',');
-      if (v === '') continue;
+      // aws-chunked is the framing of this request, not an encoding of the object: it goes, and the
+      // rest stays as given (spaces included).
+      const items = v.split(',');
+      if (items.some((s) => s.trim().toLowerCase() === 'aws-chunked')) {
+        v = items.filter((s) => s.trim().toLowerCase() !== 'aws-chunked').join(',').trim();
+      }
+      if (v.trim() === '') continue;
     }
     out[name] = v;
   }
@@ -65,21 +69,27 @@ export function metadataOf(r: S3Request): Record<string, string> {
 }
 
 /**
- * If-Match / If-None-Match of a PutObject, as the domain's precondition. S3's ETag of a single-part
- * object is the plain MD5 (`"<hex>"`); the domain compares the REST door's form (`"md5:<hex>"`).
+ * If-Match / If-None-Match of a write (PutObject, CopyObject, CompleteMultipartUpload), as the
+ * domain's precondition, which checks it against the head again inside the commit. If-None-Match
+ * takes only `*`. If-Match with no current object (none, or a delete marker) is NoSuchKey, as S3
+ * answers; a tag that is the head's S3 ETag (a multipart object's `"<hex>-N"` included) becomes the
+ * domain's form of the head's checksum (`"md5:<hex>"`), so the commit refuses if the head changed.
  */
-function putPrecondition(r: S3Request): Precondition | undefined {
+export async function writePrecondition(r: S3Request, bucketId: string): Promise<Precondition | undefined> {
   const ifNoneMatch = header(r, 'if-none-match');
   const ifMatch = header(r, 'if-match');
   if (ifNoneMatch === undefined && ifMatch === undefined) return undefined;
   const p: { ifMatch?: Precondition['ifMatch']; ifNoneMatch?: Precondition['ifNoneMatch'] } = {};
   if (ifNoneMatch !== undefined) {
-    if (ifNoneMatch.trim() !== '*') throw new S3Error('NotImplemented', 'If-None-Match on PutObject accepts only *.');
+    if (ifNoneMatch.trim() !== '*') throw new S3Error('NotImplemented', 'If-None-Match on a write accepts only *.');
     p.ifNoneMatch = '*';
   }
   if (ifMatch !== undefined) {
-    const tags = ifMatch.split(',').map((t) => t.trim().replace(/^W\//, '').replace(/^"|"$/g, ''));
-    p.ifMatch = tags.includes('*') ? '*' : tags.map((tag) => `"md5:${tag.toLowerCase()}"`);
+    const head = await findHeadWithMetadata(r.ctx.db, bucketId, r.key);
+    if (!head?.version.file) throw new S3Error('NoSuchKey');
+    const tags = ifMatch.split(',').map((t) => t.trim().replace(/^W\//, '').replace(/^"|"$/g, '').toLowerCase());
+    const current = (head.metadata?.[S3_ETAG_KEY] ?? etagOf(head.version)).replace(/^"|"$/g, '').toLowerCase();
+    p.ifMatch = tags.includes('*') || tags.includes(current) ? [`"${head.version.file.checksum ?? ''}"`] : tags.map((tag) => `"md5:${tag}"`);
   }
   return p;
 }
@@ -88,7 +98,7 @@ export async function putObjectOp(r: S3Request, bucket: Bucket): Promise<void> {
   await authorize(r, 'bucket-update', { type: 'bucket', bucketId: bucket.id, key: r.key });
   const metadata = metadataOf(r);
   const tags = taggingHeader(r);
-  const precondition = putPrecondition(r);
+  const precondition = await writePrecondition(r, bucket.id);
   const payload = await openPayload(r);
   // The same cut as the REST door's: a client gone mid-body, or silent for FILES_REST_BODY_IDLE_TIMEOUT.
   const watch = watchBody(r.req, r.ctx.config.bodyIdleTimeout, r.log);
