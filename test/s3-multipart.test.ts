@@ -17,6 +17,7 @@ import {
   DeleteBucketCommand,
   DeleteObjectCommand,
   GetObjectCommand,
+  GetObjectTaggingCommand,
   HeadBucketCommand,
   HeadObjectCommand,
   ListMultipartUploadsCommand,
@@ -216,6 +217,21 @@ describe('S3 multipart uploads', () => {
     const got = await s3.send(new GetObjectCommand({ Bucket: bucket, Key: key }));
     assert.equal(await got.Body!.transformToString(), 'source');
     await s3.send(new CopyObjectCommand({ Bucket: bucket, Key: 'cond/fresh.txt', CopySource: `${bucket}/cond/src.txt`, IfNoneMatch: '*' }));
+  });
+
+  it('x-amz-tagging on CreateMultipartUpload tags the object the completion makes', async () => {
+    const key = 'tagged/mp.bin';
+    const { UploadId } = await s3.send(new CreateMultipartUploadCommand({ Bucket: bucket, Key: key, Tagging: 'Hello=World&foo=b%20ar', ContentType: 'text/x-tagged' }));
+    const e1 = (await s3.send(new UploadPartCommand({ Bucket: bucket, Key: key, UploadId, PartNumber: 1, Body: Buffer.from('tagged') }))).ETag!;
+    await s3.send(new CompleteMultipartUploadCommand({ Bucket: bucket, Key: key, UploadId, MultipartUpload: { Parts: [{ PartNumber: 1, ETag: e1 }] } }));
+    const tagging = await s3.send(new GetObjectTaggingCommand({ Bucket: bucket, Key: key }));
+    assert.deepEqual(tagging.TagSet, [{ Key: 'Hello', Value: 'World' }, { Key: 'foo', Value: 'b ar' }]);
+    const head = await s3.send(new HeadObjectCommand({ Bucket: bucket, Key: key }));
+    assert.equal(head.TagCount, 2);
+    assert.equal(head.ContentType, 'text/x-tagged');
+    assert.deepEqual(head.Metadata, {});
+    // A malformed tag set is refused when the upload starts.
+    assert.equal(await s3Code(s3.send(new CreateMultipartUploadCommand({ Bucket: bucket, Key: key, Tagging: 'a=1&a=2' }))), 'InvalidTag');
   });
 
   it('a completion listing fewer parts than were sent: the object is those parts, the rest released', async () => {

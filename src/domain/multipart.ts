@@ -25,6 +25,16 @@ import { assertNoPartInProgress, claimPart, removePartClaims } from './part-clai
 
 export type UploadState = 'in_progress' | 'completing' | 'failed';
 
+/** In an upload's metadata: the tags given when it started (JSON), which the object gets at completion. */
+export const UPLOAD_TAGS_KEY = 'mp-tags';
+
+/** The object's stored metadata and tags from its upload's metadata. */
+function objectMetadataAndTags(metadata: Record<string, string> | null): { tags: Record<string, string>; metadata?: Record<string, string> } {
+  if (!metadata) return { tags: {} };
+  const { [UPLOAD_TAGS_KEY]: tags, ...rest } = metadata;
+  return { tags: tags ? (JSON.parse(tags) as Record<string, string>) : {}, metadata: rest };
+}
+
 export interface MultipartUpload {
   id: string;
   bucketId: string;
@@ -530,8 +540,7 @@ export async function completeUpload(ctx: DomainContext, uploadId: string, signa
         key: u.key,
         file: { existingId: u.fileId, size: u.size },
         mimetype: chooseMimetype(u.key, u.metadata?.['content-type']),
-        tags: {},
-        ...(u.metadata ? { metadata: u.metadata } : {}),
+        ...objectMetadataAndTags(u.metadata),
         versionId: u.versionId,
         releaseReservation: u.size,
         precondition,

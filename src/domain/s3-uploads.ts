@@ -31,7 +31,7 @@ import type { DomainContext } from './context.js';
 import { prefixUpperBound, validateKey } from './keys.js';
 import { checkSize } from './limits.js';
 import { getLocationById } from './locations.js';
-import { checkWritable, findUpload, isExpired, type CompletionTask, type MultipartUpload, type Part } from './multipart.js';
+import { checkWritable, findUpload, isExpired, UPLOAD_TAGS_KEY, type CompletionTask, type MultipartUpload, type Part } from './multipart.js';
 import { assertNoPartInProgress, claimPart } from './part-claims.js';
 import { checkPrecondition, hasPrecondition, type Precondition } from './preconditions.js';
 import { findHead, type ExpectedDigest } from './objects.js';
@@ -53,7 +53,10 @@ export const S3_UPLOAD_ID_KEY = 'mp-upload-id';
 export const S3_INTERNAL_KEYS: ReadonlySet<string> = new Set([S3_ETAG_KEY, S3_PART_SIZE_KEY, S3_UPLOAD_ID_KEY]);
 
 /** Starts an upload of unknown size: an empty file instance that parts are written into. */
-export async function createS3Upload(ctx: DomainContext, input: { bucketId: string; key: string; metadata: Record<string, string> }): Promise<MultipartUpload> {
+export async function createS3Upload(
+  ctx: DomainContext,
+  input: { bucketId: string; key: string; metadata: Record<string, string>; /** The object's tags (x-amz-tagging), given at completion. */ tags?: Record<string, string> },
+): Promise<MultipartUpload> {
   const bucket = await getLiveBucket(ctx.db, input.bucketId);
   assertWritable(bucket);
   validateKey(input.key, ctx.config.objectKeyMaxLen);
@@ -79,7 +82,7 @@ export async function createS3Upload(ctx: DomainContext, input: { bucketId: stri
         .values({
           id, bucket_id: b.id, key: input.key, file_id: fileId, size: 0, part_size: 0, last_part_number: 0, last_part_size: 0,
           state: 'in_progress', version_id: null, storage_ref: storageRef, hashed_bytes: 0, error: null, door: 's3',
-          metadata: JSON.stringify(input.metadata), created: now, updated: now,
+          metadata: JSON.stringify(input.tags && Object.keys(input.tags).length > 0 ? { ...input.metadata, [UPLOAD_TAGS_KEY]: JSON.stringify(input.tags) } : input.metadata), created: now, updated: now,
         })
         .execute();
     }, { bucket: bucket.id });

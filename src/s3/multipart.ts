@@ -14,6 +14,7 @@ import { S3Error } from './errors.js';
 import { toS3Error } from './error-map.js';
 import { resolveBucket } from './names.js';
 import { metadataOf, writePrecondition } from './objects.js';
+import { taggingHeader } from './tagging.js';
 import { openPayload, readSmallBody } from './payload.js';
 import { authorize, header, sendEmpty, sendXml, type S3Request } from './request.js';
 import { percentDecodeBytes } from './uri.js';
@@ -47,7 +48,8 @@ function partNumberOf(r: S3Request): number {
 /** POST /bucket/key?uploads */
 export async function createMultipartUploadOp(r: S3Request, bucket: Bucket): Promise<void> {
   await authorize(r, 'bucket-update', { type: 'bucket', bucketId: bucket.id, key: r.key });
-  const u = await createS3Upload(r.ctx, { bucketId: bucket.id, key: r.key, metadata: metadataOf(r) });
+  const tags = taggingHeader(r);
+  const u = await createS3Upload(r.ctx, { bucketId: bucket.id, key: r.key, metadata: metadataOf(r), ...(tags ? { tags } : {}) });
   sendXml(r, doc('InitiateMultipartUploadResult', el('Bucket', r.bucketName) + el('Key', r.key) + el('UploadId', u.id)));
 }
 
