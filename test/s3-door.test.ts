@@ -202,6 +202,26 @@ describe('S3 door', () => {
     assert.ok(Buffer.from(await got.Body!.transformToByteArray()).equals(body));
   });
 
+  it('ListBuckets: buckets by name, pages of max-buckets with a continuation token, prefix', async () => {
+    for (const n of ['page-c', 'page-a', 'page-b']) await s3.send(new CreateBucketCommand({ Bucket: n }));
+    const names: string[] = [];
+    let token: string | undefined;
+    let pages = 0;
+    do {
+      const page = await s3.send(new ListBucketsCommand({ MaxBuckets: 1, Prefix: 'page-', ContinuationToken: token }));
+      assert.equal(page.Prefix, 'page-');
+      names.push(...(page.Buckets ?? []).map((b) => b.Name!));
+      token = page.ContinuationToken;
+      pages++;
+    } while (token && pages < 10);
+    assert.deepEqual(names, ['page-a', 'page-b', 'page-c']);
+    const all = (await s3.send(new ListBucketsCommand({}))).Buckets!.map((b) => b.Name!);
+    assert.deepEqual(all, [...all].sort());
+    assert.equal((await s3.send(new ListBucketsCommand({ MaxBuckets: 2, Prefix: 'page-' }))).ContinuationToken !== undefined, true);
+    assert.equal((await s3Code(s3.send(new ListBucketsCommand({ MaxBuckets: 0 })))).name, 'InvalidArgument');
+    assert.equal((await s3Code(s3.send(new ListBucketsCommand({ ContinuationToken: '!!not a token' })))).name, 'InvalidArgument');
+  });
+
   it('a wrong secret is SignatureDoesNotMatch, an unknown key InvalidAccessKeyId, a scoped key AccessDenied elsewhere', async () => {
     const wrong = client(t, id, 'not-the-secret');
     assert.deepEqual(await s3Code(wrong.send(new ListBucketsCommand({}))), { name: 'SignatureDoesNotMatch', status: 403 });

@@ -32,16 +32,43 @@ export async function listBucketsOp(r: S3Request): Promise<void> {
   if (r.policy.name !== 'allow-all' && !r.identity && r.policy.requiresCredential) {
     throw new S3Error('AccessDenied', 'Anonymous requests are not allowed; sign the request with an access key.');
   }
+  // Paging (max-buckets, continuation-token) and prefix, as S3's ListBuckets has them; buckets in
+  // the order of their names, as S3 lists them. The token is the last name given, encoded.
+  const maxText = r.query.get('max-buckets');
+  if (maxText !== null && (!/^\d{1,5}$/.test(maxText) || Number(maxText) < 1 || Number(maxText) > 10000)) {
+    throw new S3Error('InvalidArgument', 'max-buckets must be an integer from 1 to 10000.', { ArgumentName: 'max-buckets', ArgumentValue: maxText });
+  }
+  const max = maxText === null ? Infinity : Number(maxText);
+  const token = r.query.get('continuation-token');
+  let after: string | null = null;
+  if (token !== null && token !== '') {
+    after = Buffer.from(token, 'base64url').toString('utf8');
+    if (Buffer.from(after, 'utf8').toString('base64url') !== token) throw new S3Error('InvalidArgument', 'The continuation token provided is incorrect.', { ArgumentName: 'continuation-token' });
+  }
+  const prefix = r.query.get('prefix') ?? '';
   let q = r.ctx.db.selectFrom('buckets').selectAll().where('deleted', '=', 0);
   if (r.identity?.bucket) q = q.where('id', '=', r.identity.bucket);
-  const rows = await q.orderBy('created').execute();
+  const named = (await q.execute())
+    .map((row) => toBucket(row))
+    .map((b) => ({ b, name: displayName(b) }))
+    .filter((x) => x.name.startsWith(prefix) && (after === null || x.name > after))
+    .sort((x, y) => (x.name < y.name ? -1 : x.name > y.name ? 1 : 0));
   let items = '';
-  for (const row of rows) {
-    const b = toBucket(row);
+  let given = 0;
+  let lastName: string | null = null;
+  let next: string | null = null;
+  for (const { b, name } of named) {
     if (!(await allowed(r, 'bucket-read', { type: 'bucket', bucketId: b.id }))) continue;
-    items += `<Bucket>${el('Name', displayName(b))}${el('CreationDate', isoDate(b.created))}</Bucket>`;
+    if (given === max) {
+      next = Buffer.from(lastName ?? '', 'utf8').toString('base64url');
+      break;
+    }
+    items += `<Bucket>${el('Name', name)}${el('CreationDate', isoDate(b.created))}</Bucket>`;
+    lastName = name;
+    given++;
   }
-  sendXml(r, doc('ListAllMyBucketsResult', `${OWNER}<Buckets>${items}</Buckets>`));
+  const tail = (next !== null ? el('ContinuationToken', next) : '') + (prefix !== '' ? el('Prefix', prefix) : '');
+  sendXml(r, doc('ListAllMyBucketsResult', `${OWNER}<Buckets>${items}</Buckets>${tail}`));
 }
 
 /** CreateBucket's optional body: a CreateBucketConfiguration whose LocationConstraint is any region. */
