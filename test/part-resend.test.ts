@@ -53,6 +53,21 @@ function partMd5s(url: string, sizes: number[]): Promise<string[]> {
   });
 }
 
+/** A PUT of `size` bytes whose body the test writes itself, and its answer once it comes. */
+function openPut(url: string, size: number): { request: http.ClientRequest; answered: Promise<{ status: number; text: string }> } {
+  const u = new URL(url);
+  const request = http.request({ host: u.hostname, port: u.port, path: u.pathname + u.search, method: 'PUT', agent: false, headers: { 'content-length': String(size) } });
+  const answered = new Promise<{ status: number; text: string }>((resolve, reject) => {
+    request.on('response', (res) => {
+      let text = '';
+      res.on('data', (d) => (text += d));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+    });
+    request.on('error', reject);
+  });
+  return { request, answered };
+}
+
 describe('Concurrent re-sends of one multipart part', () => {
   let s: TestServer;
   let s2: TestServer | null = null;
@@ -113,16 +128,7 @@ describe('Concurrent re-sends of one multipart part', () => {
     const tail = await streamRequest(`${s.files}/${b}/${key}?uploadId=${id}&partNumber=1`, 'PUT', patternStream(MiB, 64 * 1024, 51), MiB);
     assert.equal(tail.status, 200, tail.text);
     // Write A of part 0: its headers, not a byte of its body (a client that sends the re-send first).
-    const u = new URL(`${node(1).files}/${b}/${key}?uploadId=${id}&partNumber=0`);
-    const a = http.request({ host: u.hostname, port: u.port, path: u.pathname + u.search, method: 'PUT', agent: false, headers: { 'content-length': String(PART) } });
-    const answeredA = new Promise<{ status: number; text: string }>((resolve, reject) => {
-      a.on('response', (res) => {
-        let text = '';
-        res.on('data', (d) => (text += d));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
-      });
-      a.on('error', reject);
-    });
+    const { request: a, answered: answeredA } = openPut(`${node(1).files}/${b}/${key}?uploadId=${id}&partNumber=0`, PART);
     a.flushHeaders();
     try {
       // A has reached the server (and, before the claim waited for bytes, claimed the part).
@@ -158,16 +164,7 @@ describe('Concurrent re-sends of one multipart part', () => {
       assert.equal(r.status, 200, r.text);
     }
     // A re-send of part 0 that sends half of its bytes, then waits.
-    const u = new URL(`${node(1).files}/${b}/${key}?uploadId=${id}&partNumber=0`);
-    const resend = http.request({ host: u.hostname, port: u.port, path: u.pathname + u.search, method: 'PUT', agent: false, headers: { 'content-length': String(PART) } });
-    const answered = new Promise<{ status: number; text: string }>((resolve, reject) => {
-      resend.on('response', (res) => {
-        let text = '';
-        res.on('data', (d) => (text += d));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
-      });
-      resend.on('error', reject);
-    });
+    const { request: resend, answered } = openPut(`${node(1).files}/${b}/${key}?uploadId=${id}&partNumber=0`, PART);
     const second = Buffer.alloc(PART / 2, 0x5a);
     resend.write(Buffer.alloc(PART / 2, 0xa5));
     try {
