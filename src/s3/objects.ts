@@ -89,7 +89,8 @@ export async function writePrecondition(r: S3Request, bucketId: string): Promise
     if (!head?.version.file) throw new S3Error('NoSuchKey');
     const tags = ifMatch.split(',').map((t) => t.trim().replace(/^W\//, '').replace(/^"|"$/g, '').toLowerCase());
     const current = (head.metadata?.[S3_ETAG_KEY] ?? etagOf(head.version)).replace(/^"|"$/g, '').toLowerCase();
-    p.ifMatch = tags.includes('*') || tags.includes(current) ? [`"${head.version.file.checksum ?? ''}"`] : tags.map((tag) => `"md5:${tag}"`);
+    if (tags.includes('*')) p.ifMatch = '*';
+    else p.ifMatch = tags.includes(current) ? [`"${head.version.file.checksum ?? ''}"`] : tags.map((tag) => `"md5:${tag}"`);
   }
   return p;
 }
