@@ -11,7 +11,8 @@ import { migrateToLatest } from '../src/db/migrations.js';
 import { loadConfig } from '../src/config.js';
 import { createServer, startServer } from '../src/service.js';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { statSync } from 'node:fs';
+import { threadsNamed } from './support/threads.js';
 
 async function waitUntil(ok: () => boolean, ms: number): Promise<void> {
   for (const end = Date.now() + ms; !ok() && Date.now() < end; ) await new Promise((r) => setTimeout(r, 25));
@@ -27,13 +28,7 @@ function testDriver(): 'better-sqlite3' | 'node' {
 /** Checkpoint threads of this process (Linux: their names). */
 const threads = () =>
   process.platform === 'linux'
-    ? readdirSync('/proc/self/task').filter((id) => {
-        try {
-          return readFileSync(`/proc/self/task/${id}/comm`, 'utf8').trim() === 'files-rest-ckpt';
-        } catch {
-          return false;
-        }
-      }).length
+    ? threadsNamed('files-rest-ckpt')
     : 0;
 
 describe('FILES_REST_SQLITE_DRIVER', () => {

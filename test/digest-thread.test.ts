@@ -7,7 +7,8 @@ import { once } from 'node:events';
 import { DIGEST_THREAD_NAME, OffThreadDigest, setDigestThreadIdleExit, stopDigestThread } from '../src/util/digest-thread.js';
 import { receive } from '../src/domain/receive.js';
 import { ByteMeter, HASH_HERE_MAX } from '../src/domain/byte-meter.js';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { processThreads, threadsNamed } from './support/threads.js';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { isAppError } from '../src/errors.js';
@@ -65,14 +66,12 @@ describe('digests on the digest thread', () => {
     const d = new OffThreadDigest('sha256');
     feed(d, randomBytes(2 * MiB), [MiB]);
     await d.digest();
-    const stat = (id: string) => {
-      const text = readFileSync(`/proc/self/task/${id}/stat`, 'utf8');
-      return { name: text.slice(text.indexOf('(') + 1, text.lastIndexOf(')')), nice: Number(text.slice(text.lastIndexOf(')') + 2).split(' ')[16]) };
-    };
-    const named = readdirSync('/proc/self/task').map(stat).filter((t) => t.name === DIGEST_THREAD_NAME);
+    const threads = processThreads();
+    const named = threads.filter((t) => t.name === DIGEST_THREAD_NAME);
     assert.ok(named.length >= 1, 'a thread named files-rest-hash');
     // Niced, a thread that computes every large body's MD5 starved on a busy machine (12 MiB/s).
-    for (const t of named) assert.equal(t.nice, stat(String(process.pid)).nice, 'the priority of the process');
+    const main = threads.find((t) => t.id === String(process.pid))!;
+    for (const t of named) assert.equal(t.nice, main.nice, 'the priority of the process');
   });
 
   it('computes several digests from one batch, and a meter with MD5 and SHA-256 computes them side by side on two threads', { skip: availableParallelism() < 2 && 'one digest thread on a 1-core machine' }, async () => {
@@ -90,8 +89,7 @@ describe('digests on the digest thread', () => {
     assert.equal(meter.checksum(), `md5:${createHash('md5').update(data).digest('hex')}`);
     assert.deepEqual(meter.digest('sha256'), createHash('sha256').update(data).digest());
     if (process.platform === 'linux') {
-      const names = readdirSync('/proc/self/task').map((id) => readFileSync(`/proc/self/task/${id}/comm`, 'utf8').trim());
-      assert.equal(names.filter((n) => n === DIGEST_THREAD_NAME).length, 2, 'two digest threads');
+      assert.equal(threadsNamed(DIGEST_THREAD_NAME), 2, 'two digest threads');
     }
   });
 
@@ -208,7 +206,7 @@ describe('digests on the digest thread', () => {
   });
 
   it('a digest thread stops once unused for a while, never while it holds a digest being fed; the next digest starts one again', { skip: process.platform !== 'linux' && 'thread names are read from /proc' }, async () => {
-    const digestThreads = () => readdirSync('/proc/self/task').filter((id) => readFileSync(`/proc/self/task/${id}/comm`, 'utf8').trim() === DIGEST_THREAD_NAME).length;
+    const digestThreads = () => threadsNamed(DIGEST_THREAD_NAME);
     const until = async (what: string, ok: () => boolean) => {
       for (let i = 0; i < 100 && !ok(); i++) await new Promise((r) => setTimeout(r, 50));
       assert.ok(ok(), what);

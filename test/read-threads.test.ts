@@ -1,7 +1,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtemp, rm } from 'node:fs/promises';
-import { readdirSync, readFileSync } from 'node:fs';
+import { threadsNamed } from './support/threads.js';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { openDatabase, readThreadStats, transaction, type DatabaseHandle } from '../src/db/database.js';
@@ -14,14 +14,7 @@ import { createServer, startServer } from '../src/service.js';
 const driver: 'better-sqlite3' | 'node' = process.env.TEST_SQLITE_DRIVER === 'node' ? 'node' : 'better-sqlite3';
 
 /** Read threads of this process (Linux: their names). */
-const readThreads = () =>
-  readdirSync('/proc/self/task').filter((id) => {
-    try {
-      return readFileSync(`/proc/self/task/${id}/comm`, 'utf8').trim() === 'files-rest-read';
-    } catch {
-      return false;
-    }
-  }).length;
+const readThreads = () => threadsNamed('files-rest-read');
 
 async function waitUntil(ok: () => boolean, ms: number): Promise<void> {
   for (const end = Date.now() + ms; !ok() && Date.now() < end; ) await new Promise((r) => setTimeout(r, 20));
