@@ -8,10 +8,10 @@ import { copyObject } from '../domain/copy.js';
 import { chooseMimetype } from '../domain/mimetype.js';
 import type { Bucket, ObjectVersion } from '../domain/models.js';
 import { findHead, findVersion, getVersionMetadata } from '../domain/objects.js';
-import { S3_ETAG_KEY, S3_INTERNAL_KEYS } from '../domain/s3-uploads.js';
+import { S3_INTERNAL_KEYS } from '../domain/s3-uploads.js';
 import { S3Error } from './errors.js';
 import { resolveBucket } from './names.js';
-import { etagOf, metadataOf, writePrecondition } from './objects.js';
+import { dateSeconds, etagMatches, etagOf, metadataOf, s3EtagOf, writePrecondition } from './objects.js';
 import { authorize, header, sendXml, type S3Request } from './request.js';
 import { taggingHeader } from './tagging.js';
 import { percentDecodeBytes } from './uri.js';
@@ -44,19 +44,6 @@ function directive(r: S3Request, name: string): 'COPY' | 'REPLACE' {
   const v = header(r, name)?.trim().toUpperCase() ?? 'COPY';
   if (v !== 'COPY' && v !== 'REPLACE') throw new S3Error('InvalidArgument', `Unknown ${name}: ${v}.`);
   return v;
-}
-
-function etagMatches(list: string, etag: string): boolean {
-  return list.split(',').some((t) => {
-    const tag = t.trim().replace(/^W\//, '');
-    return tag === '*' || tag === etag || `"${tag}"` === etag;
-  });
-}
-
-function dateSeconds(text: string | undefined): number | null {
-  if (text === undefined) return null;
-  const t = Date.parse(text);
-  return Number.isNaN(t) ? null : Math.floor(t / 1000);
 }
 
 /**
@@ -103,7 +90,7 @@ export async function copyObjectOp(r: S3Request, bucket: Bucket): Promise<void> 
   }
   const sourceMetadata = (await getVersionMetadata(r.ctx.db, source.versionId)) ?? {};
   // The source's ETag as GET gives it: S3's multipart ETag for an object completed by a multipart upload.
-  checkSourceConditions(r, source, sourceMetadata[S3_ETAG_KEY] ?? etagOf(source));
+  checkSourceConditions(r, source, s3EtagOf(source, sourceMetadata));
   // If-None-Match: * / If-Match on the destination key (not the source's x-amz-copy-source-if-*).
   const precondition = await writePrecondition(r, bucket.id);
 

@@ -36,6 +36,11 @@ export function etagOf(v: Pick<ObjectVersion, 'file'>): string {
   return `"${c.startsWith('md5:') ? c.slice(4) : c}"`;
 }
 
+/** The ETag S3 gives a version: the multipart `"<hex>-N"` stored with it, else the plain MD5's. */
+export function s3EtagOf(version: ObjectVersion, metadata: Record<string, string> | null | undefined): string {
+  return metadata?.[S3_ETAG_KEY] ?? etagOf(version);
+}
+
 function httpDate(micros: number): string {
   return new Date(Math.floor(micros / 1000)).toUTCString();
 }
@@ -88,7 +93,7 @@ export async function writePrecondition(r: S3Request, bucketId: string): Promise
     const head = await findHeadWithMetadata(r.ctx.db, bucketId, r.key);
     if (!head?.version.file) throw new S3Error('NoSuchKey');
     const tags = ifMatch.split(',').map((t) => t.trim().replace(/^W\//, '').replace(/^"|"$/g, '').toLowerCase());
-    const current = (head.metadata?.[S3_ETAG_KEY] ?? etagOf(head.version)).replace(/^"|"$/g, '').toLowerCase();
+    const current = s3EtagOf(head.version, head.metadata).replace(/^"|"$/g, '').toLowerCase();
     if (tags.includes('*')) p.ifMatch = '*';
     else p.ifMatch = tags.includes(current) ? [`"${head.version.file.checksum ?? ''}"`] : tags.map((tag) => `"md5:${tag}"`);
   }
@@ -151,14 +156,16 @@ function partNumberOf(r: S3Request): number | null {
   return Number(raw);
 }
 
-function etagMatches(list: string, etag: string): boolean {
+/** Whether an If-Match / If-None-Match list (`*`, quoted or bare tags, weak ones too) names `etag` (quoted). */
+export function etagMatches(list: string, etag: string): boolean {
   return list.split(',').some((t) => {
     const tag = t.trim().replace(/^W\//, '');
     return tag === '*' || tag === etag || `"${tag}"` === etag;
   });
 }
 
-function dateSeconds(text: string | undefined): number | null {
+/** An HTTP date in whole seconds, or null when absent or not a date. */
+export function dateSeconds(text: string | undefined): number | null {
   if (text === undefined) return null;
   const t = Date.parse(text);
   return Number.isNaN(t) ? null : Math.floor(t / 1000);
@@ -194,7 +201,7 @@ export async function getObjectOp(
   if (!file.readable || !file.uri) throw new S3Error('ServiceUnavailable', 'File storage is offline.');
   if (file.lastCheck === false && !r.ctx.config.serveCorruptedFiles) throw new S3Error('InternalError', 'The stored file failed its last integrity check and is not served.');
   // A multipart upload's object has S3's multipart ETag, stored with it at completion.
-  const etag = meta[S3_ETAG_KEY] ?? etagOf(version);
+  const etag = s3EtagOf(version, meta);
   const lastModified = Math.floor(version.created / 1_000_000);
   const headers: Record<string, string> = {
     etag,
