@@ -1,5 +1,5 @@
-// The S3 door's operational gaps closed: FILES_REST_BODY_IDLE_TIMEOUT cuts a stalled S3 upload as it
-// cuts a REST one (RequestTimeout, connection closed, nothing stored), and S3 requests are counted
+// The S3 door's operational gaps closed: FILES_REST_BODY_IDLE_TIMEOUT cuts a stalled S3 upload (a
+// PutObject, an UploadPart) as it cuts a REST one (RequestTimeout, connection closed, nothing stored), and S3 requests are counted
 // in the main port's /metrics by operation and status, with the bytes received and sent.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -35,6 +35,31 @@ describe('S3 door: idle uploads and metrics', () => {
     assert.deepEqual(await storedFiles(t), before);
     const got = await fetch(`${t.s3Url}/idle/stalled.bin`);
     assert.equal(got.status, 404);
+  });
+
+  it('an UploadPart whose body stalls is cut the same way; a re-send of the part then goes through', async () => {
+    const init = await fetch(`${t.s3Url}/idle/part.bin?uploads`, { method: 'POST' });
+    assert.equal(init.status, 200);
+    const uploadId = /<UploadId>([^<]+)<\/UploadId>/.exec(await init.text())![1]!;
+    const port = Number(new URL(t.s3Url).port);
+    const path = `/idle/part.bin?partNumber=1&uploadId=${uploadId}`;
+    const head = requestHead('PUT', path, [['Host', 'h'], ['Content-Length', '100000']]);
+    const r = await rawExchange(port, Buffer.concat([head, Buffer.alloc(10, 1)]), { waitMs: 10_000, hardMs: 20_000 });
+    assert.equal(r.gaveUp, false, 'the server answered by itself');
+    assert.equal(r.status, 400, r.body);
+    assert.match(r.body, /<Code>RequestTimeout<\/Code>/);
+    assert.equal(r.headers.connection, 'close');
+    const body = Buffer.alloc(1000, 2);
+    const again = await fetch(`${t.s3Url}${path}`, { method: 'PUT', body });
+    assert.equal(again.status, 200, await again.text());
+    const etag = again.headers.get('etag')!;
+    const done = await fetch(`${t.s3Url}/idle/part.bin?uploadId=${uploadId}`, {
+      method: 'POST',
+      body: `<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>${etag}</ETag></Part></CompleteMultipartUpload>`,
+    });
+    assert.equal(done.status, 200, await done.text());
+    const got = await fetch(`${t.s3Url}/idle/part.bin`);
+    assert.ok(Buffer.from(await got.arrayBuffer()).equals(body));
   });
 
   it('/metrics counts S3 requests by operation and status, and the bytes in and out', async () => {

@@ -18,6 +18,7 @@ import { taggingHeader } from './tagging.js';
 import { openPayload, readSmallBody } from './payload.js';
 import { authorize, header, sendEmpty, sendXml, type S3Request } from './request.js';
 import { percentDecodeBytes } from './uri.js';
+import { watchBody } from '../http/body-watch.js';
 import { s3UrlEncode } from './listings.js';
 import { childText, doc, el, parseXml } from './xml.js';
 
@@ -60,11 +61,9 @@ export async function uploadPartOp(r: S3Request, bucket: Bucket): Promise<void> 
   const u = await uploadOf(r, bucket);
   if (header(r, 'x-amz-copy-source') !== undefined) return uploadPartCopy(r, u, partNumber);
   const payload = await openPayload(r);
-  const abort = new AbortController();
-  const onClose = () => {
-    if (!r.req.complete) abort.abort();
-  };
-  r.req.once('close', onClose);
+  // As PutObject's: a client gone mid-body, or silent for FILES_REST_BODY_IDLE_TIMEOUT, ends the part
+  // (and its claim: a re-send of the part does not wait for a stalled one).
+  const watch = watchBody(r.req, r.ctx.config.bodyIdleTimeout, r.log);
   let part;
   try {
     part = await uploadS3Part(r.ctx, u, {
@@ -73,17 +72,18 @@ export async function uploadPartOp(r: S3Request, bucket: Bucket): Promise<void> 
       source: payload.source,
       through: payload.through,
       observers: payload.observers,
-      signal: abort.signal,
+      signal: watch.signal,
       expectedDigests: payload.expectedDigests,
       verify: () => payload.verify(),
     });
   } catch (e) {
+    if (isAppError(watch.signal.reason, 'UPLOAD_TIMEOUT')) throw watch.signal.reason;
     const failure = payload.failure();
     if (failure) throw failure;
     if (isAppError(e, 'CHECKSUM_MISMATCH') && e.params.header === 'Content-MD5') throw new S3Error('BadDigest', 'The Content-MD5 you specified did not match what we received.');
     throw e;
   } finally {
-    r.req.off('close', onClose);
+    watch.done();
   }
   sendEmpty(r, 200, { etag: md5Etag(part.checksum), ...payload.checksums });
 }
