@@ -299,6 +299,12 @@ const migrations: Record<string, (dialect: Dialect) => Migration> = {
         .execute();
     },
   }),
+  /** A part's checksum besides MD5 (an S3 multipart upload's CRC32, SHA-256, …), for the object's checksum at completion. */
+  '0010_part_checksums': () => ({
+    async up(db: AnyDb) {
+      await db.schema.alterTable('parts').addColumn('client_checksum', 'text').execute();
+    },
+  }),
 };
 
 class StaticProvider implements MigrationProvider {

@@ -156,6 +156,11 @@ export interface PartTable {
   storage_etag: string | null;
   /** The part's size in bytes (S3 door uploads; null for REST parts, whose size the layout gives). */
   size: number | null;
+  /**
+   * A checksum the client asked for besides MD5, as `<ALGORITHM>:<value>` (an S3 part's
+   * `x-amz-checksum-crc32` is `CRC32:<base64>`); null when none. The door that wrote it reads it.
+   */
+  client_checksum: string | null;
   created: number;
   updated: number;
 }

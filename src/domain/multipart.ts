@@ -60,6 +60,8 @@ export interface MultipartUpload {
 export interface Part {
   partNumber: number;
   checksum: string;
+  /** A checksum the client asked for besides MD5 (`<ALGORITHM>:<value>`, the door's form), or null. */
+  clientChecksum: string | null;
   storageEtag: string | null;
   startByte: number;
   endByte: number;
@@ -93,6 +95,7 @@ function toPart(u: MultipartUpload, r: Selectable<PartTable>): Part {
   return {
     partNumber: r.part_number,
     checksum: r.checksum,
+    clientChecksum: r.client_checksum ?? null,
     storageEtag: r.storage_etag,
     startByte: start,
     endByte: r.size !== null && r.size !== undefined ? start + Number(r.size) : Math.min(start + u.partSize, u.size),
@@ -322,7 +325,7 @@ export async function uploadPart(
   }
   if (backend.runningDigests) ctx.hasher?.partStored(u, backend.runningDigests, file.uri!, input.partNumber);
   const start = input.partNumber * u.partSize;
-  return { partNumber: input.partNumber, checksum, storageEtag: stored.etag, startByte: start, endByte: start + expected, created: now, updated: now };
+  return { partNumber: input.partNumber, checksum, clientChecksum: null, storageEtag: stored.etag, startByte: start, endByte: start + expected, created: now, updated: now };
 }
 
 async function onPartFailure(ctx: DomainContext, u: MultipartUpload, partNumber: number): Promise<void> {

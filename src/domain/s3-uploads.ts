@@ -49,13 +49,27 @@ export const S3_ETAG_KEY = 'etag';
 export const S3_PART_SIZE_KEY = 'mp-part-size';
 /** The id of the upload that made the object: a CompleteMultipartUpload repeated after success finds its result by it. */
 export const S3_UPLOAD_ID_KEY = 'mp-upload-id';
+/**
+ * In an upload's metadata: the checksum its parts and its object carry besides MD5, as the door
+ * declared it at the start (opaque here; the S3 door's `<ALGORITHM>:<TYPE>`). It stays with the
+ * upload: the object gets what the door computes from it at completion.
+ */
+export const UPLOAD_CHECKSUM_KEY = 'mp-checksum';
 /** The stored metadata that is files-rest's own, never a header of the object (nor copied with it). */
 export const S3_INTERNAL_KEYS: ReadonlySet<string> = new Set([S3_ETAG_KEY, S3_PART_SIZE_KEY, S3_UPLOAD_ID_KEY]);
 
 /** Starts an upload of unknown size: an empty file instance that parts are written into. */
 export async function createS3Upload(
   ctx: DomainContext,
-  input: { bucketId: string; key: string; metadata: Record<string, string>; /** The object's tags (x-amz-tagging), given at completion. */ tags?: Record<string, string> },
+  input: {
+    bucketId: string;
+    key: string;
+    metadata: Record<string, string>;
+    /** The object's tags (x-amz-tagging), given at completion. */
+    tags?: Record<string, string>;
+    /** The checksum every part carries besides MD5 (UPLOAD_CHECKSUM_KEY), in the door's form. */
+    checksum?: string;
+  },
 ): Promise<MultipartUpload> {
   const bucket = await getLiveBucket(ctx.db, input.bucketId);
   assertWritable(bucket);
@@ -82,7 +96,12 @@ export async function createS3Upload(
         .values({
           id, bucket_id: b.id, key: input.key, file_id: fileId, size: 0, part_size: 0, last_part_number: 0, last_part_size: 0,
           state: 'in_progress', version_id: null, storage_ref: storageRef, hashed_bytes: 0, error: null, door: 's3',
-          metadata: JSON.stringify(input.tags && Object.keys(input.tags).length > 0 ? { ...input.metadata, [UPLOAD_TAGS_KEY]: JSON.stringify(input.tags) } : input.metadata), created: now, updated: now,
+          metadata: JSON.stringify({
+            ...input.metadata,
+            ...(input.tags && Object.keys(input.tags).length > 0 ? { [UPLOAD_TAGS_KEY]: JSON.stringify(input.tags) } : {}),
+            ...(input.checksum ? { [UPLOAD_CHECKSUM_KEY]: input.checksum } : {}),
+          }),
+          created: now, updated: now,
         })
         .execute();
     }, { bucket: bucket.id });
@@ -154,6 +173,8 @@ export async function uploadS3Part(
     /** Stages between the source and the meter: the door's decoder of its body framing (aws-chunked). */
     through?: NodeJS.ReadWriteStream[];
     verify?: (meter: ByteMeter) => void | Promise<void>;
+    /** The part's checksum besides MD5 to record (Part.clientChecksum), asked for once every byte has been verified. */
+    clientChecksum?: () => string | null;
   },
 ): Promise<Part> {
   // A source that already failed (a door's decoder refused the body) would never end the pipe.
@@ -209,6 +230,7 @@ export async function uploadS3Part(
   const stored = received.stored;
   const now = nowMicros();
   const checksum = received.checksum;
+  const clientChecksum = input.clientChecksum?.() ?? null;
   try {
     await transaction(ctx.db, async (tx) => {
       await lockBucketForWrite(tx, u.bucketId);
@@ -218,8 +240,8 @@ export async function uploadS3Part(
       const old = await tx.selectFrom('parts').select('size').where('upload_id', '=', u.id).where('part_number', '=', n - 1).executeTakeFirst();
       await tx
         .insertInto('parts')
-        .values({ upload_id: u.id, part_number: n - 1, checksum, storage_etag: stored.etag, size: input.size, created: now, updated: now })
-        .onConflict((oc) => oc.columns(['upload_id', 'part_number']).doUpdateSet({ checksum, storage_etag: stored.etag, size: input.size, updated: now }))
+        .values({ upload_id: u.id, part_number: n - 1, checksum, client_checksum: clientChecksum, storage_etag: stored.etag, size: input.size, created: now, updated: now })
+        .onConflict((oc) => oc.columns(['upload_id', 'part_number']).doUpdateSet({ checksum, client_checksum: clientChecksum, storage_etag: stored.etag, size: input.size, updated: now }))
         .execute();
       // The replaced part's reservation goes.
       const release = Number(old?.size ?? 0);
@@ -238,7 +260,7 @@ export async function uploadS3Part(
     ctx.hasher?.partStored({ id: u.id, size: Number.MAX_SAFE_INTEGER, partSize, lastPartNumber: S3_MAX_PART_NUMBER - 1 }, backend.runningDigests, file.uri!, n - 1);
   }
   const start = (n - 1) * partSize;
-  return { partNumber: n - 1, checksum, storageEtag: stored.etag, startByte: start, endByte: start + input.size, created: now, updated: now };
+  return { partNumber: n - 1, checksum, clientChecksum, storageEtag: stored.etag, startByte: start, endByte: start + input.size, created: now, updated: now };
 }
 
 /** The S3 ETag of a multipart object: the MD5 of its parts' binary MD5s, then `-<count>`. */
@@ -249,16 +271,21 @@ export function multipartEtag(checksums: string[]): string {
 }
 
 /** The parts of an S3 upload, 1-based, from `after` on, at most `limit`. */
-export async function listS3Parts(db: Executor, u: MultipartUpload, after: number, limit: number): Promise<{ partNumber: number; checksum: string; size: number; updated: number }[]> {
+export async function listS3Parts(
+  db: Executor,
+  u: MultipartUpload,
+  after: number,
+  limit: number,
+): Promise<{ partNumber: number; checksum: string; clientChecksum: string | null; size: number; updated: number }[]> {
   const rows = await db
     .selectFrom('parts')
-    .select(['part_number', 'checksum', 'size', 'updated'])
+    .select(['part_number', 'checksum', 'client_checksum', 'size', 'updated'])
     .where('upload_id', '=', u.id)
     .where('part_number', '>=', after)
     .orderBy('part_number')
     .limit(limit)
     .execute();
-  return rows.map((r) => ({ partNumber: Number(r.part_number) + 1, checksum: r.checksum, size: Number(r.size ?? 0), updated: Number(r.updated) }));
+  return rows.map((r) => ({ partNumber: Number(r.part_number) + 1, checksum: r.checksum, clientChecksum: r.client_checksum ?? null, size: Number(r.size ?? 0), updated: Number(r.updated) }));
 }
 
 /** One entry of an uploads listing: an upload, or a common prefix standing for every upload under it. */
@@ -405,6 +432,20 @@ export interface CompletedPart {
   etag: string;
 }
 
+/** A part as the completion lists it, for the door's own checks and the object's checksum. */
+export interface ListedPart {
+  partNumber: number;
+  size: number;
+  clientChecksum: string | null;
+}
+
+/**
+ * The door's last word on a completion, inside its transaction: given the parts in order and the
+ * upload's declared checksum (UPLOAD_CHECKSUM_KEY, or null), it throws to refuse, or answers what
+ * the object's stored metadata gains (its checksum).
+ */
+export type CompletionCheck = (parts: readonly ListedPart[], uploadChecksum: string | null) => Promise<Record<string, string>>;
+
 /**
  * Asks for completion with the client's part list: each part must exist with that ETag (INVALID_PART),
  * in ascending order (INVALID_PART_ORDER), every one but the last at least the minimum part size
@@ -417,12 +458,14 @@ export async function requestS3Completion(
   u: MultipartUpload,
   list: CompletedPart[],
   precondition?: Precondition | null,
-): Promise<{ upload: MultipartUpload; etag: string }> {
+  check?: CompletionCheck,
+): Promise<{ upload: MultipartUpload; etag: string; metadata: Record<string, string> }> {
   await checkWritable(ctx, u);
   for (let i = 1; i < list.length; i++) if (list[i]!.partNumber <= list[i - 1]!.partNumber) throw new AppError('INVALID_PART_ORDER');
   const versionId = newId();
   const now = nowMicros();
   let etag = '';
+  let metadata: Record<string, string> = {};
   await transaction(ctx.db, async (tx) => {
     await lockBucketForWrite(tx, u.bucketId);
     // The upload row first: its lock orders this against the claims of part writes (part-claims.ts).
@@ -437,13 +480,13 @@ export async function requestS3Completion(
     // The storage's own minimum too: the S3 backend completes a native multipart upload underneath.
     const file = await tx.selectFrom('files').select('uri').where('id', '=', u.fileId).executeTakeFirstOrThrow();
     const minPartSize = Math.max(ctx.config.s3MultipartMinPartSize, ctx.storage.forUri(file.uri!).minPartSize ?? 0);
-    const rows = await tx.selectFrom('parts').select(['part_number', 'checksum', 'size']).where('upload_id', '=', u.id).execute();
+    const rows = await tx.selectFrom('parts').select(['part_number', 'checksum', 'client_checksum', 'size']).where('upload_id', '=', u.id).execute();
     const byNumber = new Map(rows.map((p) => [Number(p.part_number) + 1, p]));
     const listed = list.map((p) => {
       const stored = byNumber.get(p.partNumber);
       const tag = p.etag.trim().replace(/^"|"$/g, '').toLowerCase();
       if (!stored || stored.checksum !== `md5:${tag}`) throw new AppError('INVALID_PART', { partNumber: p.partNumber });
-      return { n: p.partNumber, size: Number(stored.size ?? 0), checksum: stored.checksum };
+      return { n: p.partNumber, size: Number(stored.size ?? 0), checksum: stored.checksum, clientChecksum: stored.client_checksum ?? null };
     });
     for (const p of listed.slice(0, -1)) {
       if (p.size < minPartSize) throw new AppError('PART_TOO_SMALL', { partNumber: p.n, min: minPartSize });
@@ -454,6 +497,8 @@ export async function requestS3Completion(
         throw new AppError('S3_PART_LAYOUT', { partNumber: p.n, size: p.size, partSize: row.partSize });
       }
     });
+    const { [UPLOAD_CHECKSUM_KEY]: uploadChecksum, ...uploadMetadata } = row.metadata ?? {};
+    const gained = check ? await check(listed.map((p) => ({ partNumber: p.n, size: p.size, clientChecksum: p.clientChecksum })), uploadChecksum ?? null) : {};
     const total = listed.reduce((s, p) => s + p.size, 0);
     checkSize({ ...(await getLiveBucket(tx, u.bucketId)), quotaSize: null }, total);
     await assertNoPartInProgress(tx, u.id);
@@ -465,7 +510,7 @@ export async function requestS3Completion(
     etag = multipartEtag(listed.map((p) => p.checksum));
     // The ETag and the part size go with the object: every part but the last is partSize bytes, so
     // they locate each part (GetObject with partNumber) once the upload's rows are gone.
-    const metadata = { ...(row.metadata ?? {}), [S3_ETAG_KEY]: etag, [S3_PART_SIZE_KEY]: String(row.partSize), [S3_UPLOAD_ID_KEY]: u.id };
+    metadata = { ...uploadMetadata, ...gained, [S3_ETAG_KEY]: etag, [S3_PART_SIZE_KEY]: String(row.partSize), [S3_UPLOAD_ID_KEY]: u.id };
     await tx
       .updateTable('multipart_uploads')
       .set({ size: total, last_part_number: listed.length - 1, last_part_size: last.size, metadata: JSON.stringify(metadata) })
@@ -476,5 +521,5 @@ export async function requestS3Completion(
   }, { bucket: u.bucketId });
   ctx.queue.wake();
   if (!ctx.config.worker) ctx.hasher?.forget(u.id);
-  return { upload: { ...u, state: 'completing', versionId }, etag };
+  return { upload: { ...u, state: 'completing', versionId }, etag, metadata };
 }

@@ -108,7 +108,9 @@ export async function copyObjectOp(r: S3Request, bucket: Bucket): Promise<void> 
   } else {
     // A copy is a new single-part object, as in S3: its ETag is its MD5, so the source's multipart
     // ETag, part size and upload id stay behind.
-    metadata = Object.fromEntries(Object.entries(sourceMetadata).filter(([k]) => !S3_INTERNAL_KEYS.has(k)));
+    // A composite checksum (made from the source's parts) does not describe a single-part copy either.
+    const composite = sourceMetadata['x-amz-checksum-type'] === 'COMPOSITE';
+    metadata = Object.fromEntries(Object.entries(sourceMetadata).filter(([k]) => !S3_INTERNAL_KEYS.has(k) && !(composite && k.startsWith('x-amz-checksum-'))));
     mimetype = source.mimetype ?? chooseMimetype(r.key, undefined);
   }
   const tags = tagDirective === 'REPLACE' ? (taggingHeader(r) ?? {}) : source.tags;

@@ -5,8 +5,18 @@
  * and the REST door's abort, expiry and merge in multipart.ts).
  */
 import { abortUpload, completionNews, completionOutcome, getUploadInLiveBucket, type MultipartUpload } from '../domain/multipart.js';
-import { createS3Upload, findCompletedS3Upload, listS3Parts, listS3Uploads, requestS3Completion, S3_MAX_PART_NUMBER, uploadS3Part, type CompletedPart } from '../domain/s3-uploads.js';
-import { findHead, findVersion, waitForCopies } from '../domain/objects.js';
+import {
+  createS3Upload,
+  findCompletedS3Upload,
+  listS3Parts,
+  listS3Uploads,
+  requestS3Completion,
+  S3_MAX_PART_NUMBER,
+  UPLOAD_CHECKSUM_KEY,
+  uploadS3Part,
+  type CompletedPart,
+} from '../domain/s3-uploads.js';
+import { findHead, findVersion, getVersionMetadata, waitForCopies } from '../domain/objects.js';
 import type { Bucket, ObjectVersion } from '../domain/models.js';
 import { isAppError } from '../errors.js';
 import { isStorageError } from '../storage/backend.js';
@@ -21,6 +31,19 @@ import { percentDecodeBytes } from './uri.js';
 import { watchBody } from '../http/body-watch.js';
 import { s3UrlEncode } from './listings.js';
 import { childText, doc, el, parseXml } from './xml.js';
+import { createChecksumHasher, CHECKSUM_ALGORITHMS } from './checksums.js';
+import {
+  completionCheck,
+  declarationHeaders,
+  declarationText,
+  declarationXml,
+  declaredChecksum,
+  objectChecksumXml,
+  parseDeclaration,
+  partChecksumText,
+  partChecksumXml,
+  type ListedChecksums,
+} from './multipart-checksums.js';
 
 const isoDate = (micros: number) => new Date(Math.floor(micros / 1000)).toISOString();
 const md5Etag = (checksum: string) => `"${checksum.replace(/^md5:/, '')}"`;
@@ -46,12 +69,22 @@ function partNumberOf(r: S3Request): number {
   return intParam(r, 'partNumber', NaN, 1, S3_MAX_PART_NUMBER, `Part number must be an integer between 1 and ${S3_MAX_PART_NUMBER}, inclusive.`);
 }
 
+/** The checksum an upload declared at its start, or null. */
+const declarationOf = (u: MultipartUpload) => parseDeclaration(u.metadata?.[UPLOAD_CHECKSUM_KEY]);
+
 /** POST /bucket/key?uploads */
 export async function createMultipartUploadOp(r: S3Request, bucket: Bucket): Promise<void> {
   await authorize(r, 'bucket-update', { type: 'bucket', bucketId: bucket.id, key: r.key });
   const tags = taggingHeader(r);
-  const u = await createS3Upload(r.ctx, { bucketId: bucket.id, key: r.key, metadata: metadataOf(r), ...(tags ? { tags } : {}) });
-  sendXml(r, doc('InitiateMultipartUploadResult', el('Bucket', r.bucketName) + el('Key', r.key) + el('UploadId', u.id)));
+  const declared = declaredChecksum(r);
+  const u = await createS3Upload(r.ctx, {
+    bucketId: bucket.id,
+    key: r.key,
+    metadata: metadataOf(r),
+    ...(tags ? { tags } : {}),
+    ...(declared ? { checksum: declarationText(declared) } : {}),
+  });
+  sendXml(r, doc('InitiateMultipartUploadResult', el('Bucket', r.bucketName) + el('Key', r.key) + el('UploadId', u.id)), 200, declarationHeaders(declared));
 }
 
 /** PUT /bucket/key?partNumber&uploadId: UploadPart, or UploadPartCopy with x-amz-copy-source. */
@@ -60,7 +93,9 @@ export async function uploadPartOp(r: S3Request, bucket: Bucket): Promise<void> 
   await authorize(r, 'bucket-update', { type: 'bucket', bucketId: bucket.id, key: r.key });
   const u = await uploadOf(r, bucket);
   if (header(r, 'x-amz-copy-source') !== undefined) return uploadPartCopy(r, u, partNumber);
-  const payload = await openPayload(r);
+  const declared = declarationOf(u);
+  // An upload that declared a checksum algorithm: every part carries that one (computed if not sent).
+  const payload = await openPayload(r, declared ? { checksum: declared.algorithm } : {});
   // As PutObject's: a client gone mid-body, or silent for FILES_REST_BODY_IDLE_TIMEOUT, ends the part
   // (and its claim: a re-send of the part does not wait for a stalled one).
   const watch = watchBody(r.req, r.ctx.config.bodyIdleTimeout, r.log);
@@ -75,6 +110,7 @@ export async function uploadPartOp(r: S3Request, bucket: Bucket): Promise<void> 
       signal: watch.signal,
       expectedDigests: payload.expectedDigests,
       verify: () => payload.verify(),
+      clientChecksum: () => partChecksumText(payload.checksums, declared),
     });
   } catch (e) {
     if (isAppError(watch.signal.reason, 'UPLOAD_TIMEOUT')) throw watch.signal.reason;
@@ -142,14 +178,22 @@ async function uploadPartCopy(r: S3Request, u: MultipartUpload, partNumber: numb
     throw new S3Error('ServiceUnavailable', 'File storage is offline.');
   }
   source.on('error', () => {});
-  const part = await uploadS3Part(r.ctx, u, { partNumber, size, source });
-  sendXml(r, doc('CopyPartResult', el('LastModified', isoDate(part.updated)) + el('ETag', md5Etag(part.checksum))), 200, {
+  // The declared checksum of the copied bytes, as S3 gives it for a copied part.
+  const declared = declarationOf(u);
+  const hasher = declared ? await createChecksumHasher(declared.algorithm) : null;
+  const part = await uploadS3Part(r.ctx, u, {
+    partNumber,
+    size,
+    source,
+    ...(hasher ? { observers: [hasher], clientChecksum: () => `${hasher.algorithm}:${hasher.digest()}` } : {}),
+  });
+  sendXml(r, doc('CopyPartResult', el('LastModified', isoDate(part.updated)) + el('ETag', md5Etag(part.checksum)) + partChecksumXml(part.clientChecksum)), 200, {
     'x-amz-copy-source-version-id': version.versionId,
   });
 }
 
-/** The part list of a CompleteMultipartUpload body. */
-function parsePartList(body: Buffer): CompletedPart[] {
+/** The part list of a CompleteMultipartUpload body, with the checksums listed for each part. */
+function parsePartList(body: Buffer): (CompletedPart & { checksums: ListedChecksums })[] {
   const root = parseXml(body.toString('utf8'));
   if (root.name !== 'CompleteMultipartUpload') throw new S3Error('MalformedXML');
   const parts = root.children.filter((c) => c.name === 'Part').map((p) => {
@@ -157,7 +201,12 @@ function parsePartList(body: Buffer): CompletedPart[] {
     const etag = childText(p, 'ETag');
     if (n === undefined || etag === undefined || !/^\d{1,5}$/.test(n)) throw new S3Error('MalformedXML');
     if (Number(n) < 1 || Number(n) > S3_MAX_PART_NUMBER) throw new S3Error('InvalidArgument', `Part number must be an integer between 1 and ${S3_MAX_PART_NUMBER}, inclusive.`);
-    return { partNumber: Number(n), etag };
+    const checksums: ListedChecksums = {};
+    for (const alg of CHECKSUM_ALGORITHMS) {
+      const v = childText(p, `Checksum${alg}`);
+      if (v !== undefined) checksums[alg] = v.trim();
+    }
+    return { partNumber: Number(n), etag, checksums };
   });
   if (parts.length === 0) throw new S3Error('MalformedXML', 'The XML you provided was not well-formed or did not validate against our published schema: it lists no part.');
   return parts;
@@ -173,23 +222,28 @@ export async function completeMultipartUploadOp(r: S3Request, bucket: Bucket): P
     // Completed already (a client retrying because the first answer was lost): the same answer, as S3 gives.
     const done = toS3Error(e).code === 'NoSuchUpload' ? await findCompletedS3Upload(r.ctx.db, bucket.id, r.key, r.query.get('uploadId') ?? '') : null;
     if (!done) throw e;
-    await readSmallBody(r, 1024 * 1024);
+    await readSmallBody(r, 1024 * 1024, { checksumHeadersDescribeObject: true });
     // The copies FILES_REST_UPLOAD_WAIT_COPIES asks for, as the first answer waited for them.
     const version = await findVersion(r.ctx.db, bucket.id, r.key, done.versionId);
     if (version) await waitForCopies(r.ctx, version);
-    return sendCompletion(r, done.etag, done.versionId);
+    return sendCompletion(r, done.etag, done.versionId, await getVersionMetadata(r.ctx.db, done.versionId));
   }
   // If-None-Match: * / If-Match on the key, checked now and again when the merge commits.
   const precondition = await writePrecondition(r, bucket.id);
-  const list = parsePartList(await readSmallBody(r, 1024 * 1024));
+  // The checksum headers describe the object (its checksum made from the parts'), not this body.
+  const check = completionCheck(r, (n) => byNumber.get(n), u.metadata?.[UPLOAD_CHECKSUM_KEY]);
+  const list = parsePartList(await readSmallBody(r, 1024 * 1024, { checksumHeadersDescribeObject: true }));
+  const byNumber = new Map(list.map((p) => [p.partNumber, p.checksums]));
   // A retry of a completion already under way (the first call's connection or server died) waits for it.
-  const { upload: completing, etag } =
-    u.state === 'completing' && u.metadata?.etag ? { upload: u, etag: u.metadata.etag } : await requestS3Completion(r.ctx, u, list, precondition);
+  const { upload: completing, etag, metadata } =
+    u.state === 'completing' && u.metadata?.etag
+      ? { upload: u, etag: u.metadata.etag, metadata: u.metadata }
+      : await requestS3Completion(r.ctx, u, list, precondition, check);
   const deadline = Date.now() + 600_000;
   let delay = 10;
   for (;;) {
     const st = await completionOutcome(r.ctx, completing);
-    if (st.state === 'completed') return sendCompletion(r, etag, st.version.versionId);
+    if (st.state === 'completed') return sendCompletion(r, etag, st.version.versionId, metadata);
     if (st.state === 'refused') throw st.refusal;
     if (st.state === 'failed' || st.state === 'gone' || Date.now() > deadline) {
       throw new S3Error('InternalError', st.state === 'failed' ? `Completing the upload failed: ${st.error}.` : 'The upload is still being completed; retry CompleteMultipartUpload later.');
@@ -199,9 +253,10 @@ export async function completeMultipartUploadOp(r: S3Request, bucket: Bucket): P
   }
 }
 
-function sendCompletion(r: S3Request, etag: string, versionId: string): void {
+function sendCompletion(r: S3Request, etag: string, versionId: string, metadata: Record<string, string> | null | undefined): void {
   const location = `${r.req.headers.host ? `http://${r.req.headers.host}` : ''}/${r.bucketName}/${r.key}`;
-  sendXml(r, doc('CompleteMultipartUploadResult', el('Location', location) + el('Bucket', r.bucketName) + el('Key', r.key) + el('ETag', etag)), 200, {
+  const inner = el('Location', location) + el('Bucket', r.bucketName) + el('Key', r.key) + el('ETag', etag) + objectChecksumXml(metadata);
+  sendXml(r, doc('CompleteMultipartUploadResult', inner), 200, {
     'x-amz-version-id': versionId,
   });
 }
@@ -228,8 +283,8 @@ export async function listPartsOp(r: S3Request, bucket: Bucket): Promise<void> {
   const inner =
     el('Bucket', r.bucketName) + el('Key', r.key) + el('UploadId', u.id) +
     el('PartNumberMarker', marker) + el('NextPartNumberMarker', next) + el('MaxParts', limit) + el('IsTruncated', truncated) +
-    el('StorageClass', 'STANDARD') +
-    page.map((p) => `<Part>${el('PartNumber', p.partNumber)}${el('LastModified', isoDate(p.updated))}${el('ETag', md5Etag(p.checksum))}${el('Size', p.size)}</Part>`).join('');
+    el('StorageClass', 'STANDARD') + declarationXml(declarationOf(u)) +
+    page.map((p) => `<Part>${el('PartNumber', p.partNumber)}${el('LastModified', isoDate(p.updated))}${el('ETag', md5Etag(p.checksum))}${el('Size', p.size)}${partChecksumXml(p.clientChecksum)}</Part>`).join('');
   sendXml(r, doc('ListPartsResult', inner));
 }
 
@@ -256,7 +311,7 @@ export async function listMultipartUploadsOp(r: S3Request, bucket: Bucket): Prom
     el('Bucket', r.bucketName) + el('KeyMarker', enc(keyMarker)) + el('UploadIdMarker', uploadIdMarker) + next +
     el('Prefix', enc(prefix)) + (delimiter ? el('Delimiter', enc(delimiter)) : '') + el('MaxUploads', limit) +
     (url ? el('EncodingType', 'url') : '') + el('IsTruncated', truncated) +
-    page.map((e) => (e.kind === 'upload' ? `<Upload>${el('Key', enc(e.upload.key))}${el('UploadId', e.upload.id)}${el('StorageClass', 'STANDARD')}${el('Initiated', isoDate(e.upload.created))}</Upload>` : '')).join('') +
+    page.map((e) => (e.kind === 'upload' ? `<Upload>${el('Key', enc(e.upload.key))}${el('UploadId', e.upload.id)}${el('StorageClass', 'STANDARD')}${el('Initiated', isoDate(e.upload.created))}${declarationXml(declarationOf(e.upload))}</Upload>` : '')).join('') +
     page.map((e) => (e.kind === 'prefix' ? `<CommonPrefixes>${el('Prefix', enc(e.prefix))}</CommonPrefixes>` : '')).join('');
   sendXml(r, doc('ListMultipartUploadsResult', inner));
 }

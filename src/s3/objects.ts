@@ -142,6 +142,7 @@ export async function putObjectOp(r: S3Request, bucket: Bucket): Promise<void> {
   }
   const headers: Record<string, string> = { etag: etagOf(version), 'x-amz-version-id': version.versionId };
   for (const [k, v] of Object.entries(payload.checksums)) headers[k] = v;
+  if (Object.keys(payload.checksums).length > 0) headers['x-amz-checksum-type'] = 'FULL_OBJECT';
   sendEmpty(r, 200, headers);
 }
 
@@ -265,6 +266,8 @@ export async function getObjectOp(
   // Whole-object checksums describe the whole object only: not given with a range (S3 does the same).
   if (!range && header(r, 'x-amz-checksum-mode')?.toUpperCase() === 'ENABLED') {
     for (const [k, v] of Object.entries(meta)) if (k.startsWith('x-amz-checksum-')) headers[k] = v;
+    // A checksum stored without a type is a single upload's: of every byte, as S3 names it.
+    if (Object.keys(headers).some((k) => k.startsWith('x-amz-checksum-')) && !headers['x-amz-checksum-type']) headers['x-amz-checksum-type'] = 'FULL_OBJECT';
   }
   if (r.method === 'HEAD') {
     r.res.writeHead(status, headers as OutgoingHttpHeaders);

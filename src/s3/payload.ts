@@ -59,8 +59,21 @@ class Tap extends Transform {
   }
 }
 
+export interface PayloadOptions {
+  /**
+   * The checksum algorithm the body must carry (an UploadPart of an upload that declared one): a
+   * checksum of another algorithm is refused; none at all, and it is computed and stored.
+   */
+  checksum?: ChecksumAlgorithm;
+  /**
+   * The `x-amz-checksum-*` headers describe the object, not this body (CompleteMultipartUpload):
+   * they are left to the operation.
+   */
+  checksumHeadersDescribeObject?: boolean;
+}
+
 /** Reads how a request's body comes and sets up its decoding and checks; throws S3 errors. */
-export async function openPayload(r: S3Request): Promise<Payload> {
+export async function openPayload(r: S3Request, opts: PayloadOptions = {}): Promise<Payload> {
   const mode = r.auth?.payload ?? 'UNSIGNED-PAYLOAD';
   let decoder: AwsChunkedDecoder | null = null;
   let declaredSize: number;
@@ -90,7 +103,7 @@ export async function openPayload(r: S3Request): Promise<Payload> {
   // Checksums: given in headers, announced as trailers, or only named (x-amz-sdk-checksum-algorithm: computed and stored).
   const wanted = new Map<ChecksumAlgorithm, { expected?: string; trailer?: string }>();
   for (const name of r.headers.keys()) {
-    if (NOT_CHECKSUMS.has(name)) continue;
+    if (NOT_CHECKSUMS.has(name) || opts.checksumHeadersDescribeObject) continue;
     const alg = algorithmOfHeader(name);
     if (!alg) {
       if (name.startsWith('x-amz-checksum-')) throw new S3Error('InvalidRequest', `Unknown checksum algorithm in ${name}.`);
@@ -115,6 +128,15 @@ export async function openPayload(r: S3Request): Promise<Payload> {
     const alg = parseChecksumAlgorithm(sdkAlg.trim());
     if (!alg) throw new S3Error('InvalidRequest', `Checksum algorithm ${sdkAlg} is not supported.`);
     if (!wanted.has(alg)) wanted.set(alg, {});
+  }
+  if (opts.checksum) {
+    const required = opts.checksum;
+    for (const alg of wanted.keys()) {
+      if (alg !== required) {
+        throw new S3Error('InvalidRequest', `Checksum Type mismatch occurred, expected checksum Type: ${required.toLowerCase()}, actual checksum Type: ${alg.toLowerCase()}`);
+      }
+    }
+    if (!wanted.has(required)) wanted.set(required, {});
   }
   const hashers = new Map<ChecksumAlgorithm, ChecksumHasher>();
   for (const alg of wanted.keys()) hashers.set(alg, await createChecksumHasher(alg));
@@ -158,11 +180,11 @@ export async function openPayload(r: S3Request): Promise<Payload> {
 }
 
 /** Reads a small body (a request's XML) whole, decoded and checked as any payload; at most `limit` bytes. */
-export async function readSmallBody(r: S3Request, limit = 64 * 1024): Promise<Buffer> {
+export async function readSmallBody(r: S3Request, limit = 64 * 1024, opts: PayloadOptions = {}): Promise<Buffer> {
   const lengthText = header(r, 'content-length');
   const chunked = r.auth !== null && isAwsChunked(r.auth.payload);
   if (!chunked && (lengthText === undefined || lengthText.trim() === '0') && header(r, 'transfer-encoding') === undefined) return Buffer.alloc(0);
-  const p = await openPayload(r);
+  const p = await openPayload(r, opts);
   if (p.declaredSize > limit) throw new S3Error('InvalidRequest', `The request body is larger than ${limit} bytes.`);
   const stream = new Tap(p.observers);
   pipeline([p.source, ...p.through, stream], () => {});
