@@ -14,6 +14,8 @@ import {
   CompleteMultipartUploadCommand,
   CopyObjectCommand,
   CreateMultipartUploadCommand,
+  DeleteObjectCommand,
+  GetObjectAttributesCommand,
   GetObjectCommand,
   HeadObjectCommand,
   ListMultipartUploadsCommand,
@@ -251,6 +253,49 @@ describe('S3 multipart checksums', () => {
       const head = await s3.send(new HeadObjectCommand({ Bucket: bucket, Key: key, ChecksumMode: 'ENABLED' }));
       assert.equal(head[PART_CHECKSUM_FIELD[alg]], expected);
     }
+  });
+
+  it('GetObjectAttributes: ETag, the checksum (a composite one without its -N) and its type, the parts paged, storage class and size', async () => {
+    const key = 'cks/attributes.bin';
+    const parts = [randomBytes(PART), randomBytes(PART), randomBytes(PART), randomBytes(10)];
+    const { UploadId } = await s3.send(new CreateMultipartUploadCommand({ Bucket: bucket, Key: key, ChecksumAlgorithm: 'CRC32' }));
+    const completed = await uploadParts(key, UploadId!, parts, 'CRC32');
+    const done = await s3.send(new CompleteMultipartUploadCommand({ Bucket: bucket, Key: key, UploadId, MultipartUpload: { Parts: completed } }));
+    const all = ['ETag', 'Checksum', 'ObjectParts', 'StorageClass', 'ObjectSize'] as const;
+    const a = await s3.send(new GetObjectAttributesCommand({ Bucket: bucket, Key: key, ObjectAttributes: [...all], MaxParts: 3 }));
+
+    assert.equal(a.ETag, done.ETag!.replace(/"/g, ''));
+    assert.equal(a.Checksum?.ChecksumCRC32, done.ChecksumCRC32!.replace(/-4$/, ''));
+    assert.equal(a.Checksum?.ChecksumType, 'COMPOSITE');
+    assert.equal(a.ObjectParts?.TotalPartsCount, 4);
+    assert.equal(a.ObjectParts?.IsTruncated, true);
+    assert.deepEqual(a.ObjectParts?.Parts?.map((p) => [p.PartNumber, p.Size]), [[1, PART], [2, PART], [3, PART]]);
+    assert.equal(a.StorageClass, 'STANDARD');
+    assert.equal(a.ObjectSize, PART * 3 + 10);
+    assert.ok(a.VersionId);
+    const rest = await s3.send(new GetObjectAttributesCommand({ Bucket: bucket, Key: key, ObjectAttributes: ['ObjectParts'], PartNumberMarker: '3' }));
+    assert.deepEqual(rest.ObjectParts?.Parts?.map((p) => [p.PartNumber, p.Size]), [[4, 10]]);
+    assert.equal(rest.ObjectParts?.IsTruncated, false);
+    assert.equal(rest.ETag, undefined, 'only what was asked for');
+
+    // A single upload: its checksum is of every byte, and it has no parts to tell.
+    const body = randomBytes(100);
+    const put = await s3.send(new PutObjectCommand({ Bucket: bucket, Key: 'cks/single.bin', Body: body, ChecksumAlgorithm: 'CRC32C' }));
+    const single = await s3.send(new GetObjectAttributesCommand({ Bucket: bucket, Key: 'cks/single.bin', ObjectAttributes: [...all] }));
+    assert.equal(single.Checksum?.ChecksumCRC32C, put.ChecksumCRC32C);
+    assert.equal(single.Checksum?.ChecksumType, 'FULL_OBJECT');
+    assert.equal(single.ObjectParts, undefined);
+    assert.equal(single.ObjectSize, 100);
+    // Refusals: no attribute or an unknown one; a delete marker is NoSuchKey; an old version by id still answers.
+    for (const bad of [[], ['Colour']]) {
+      const e = await s3Error(s3.send(new GetObjectAttributesCommand({ Bucket: bucket, Key: key, ObjectAttributes: bad as never })));
+      assert.equal(e.name, 'InvalidArgument', JSON.stringify(bad));
+    }
+    await s3.send(new DeleteObjectCommand({ Bucket: bucket, Key: 'cks/single.bin' }));
+    const gone = await s3Error(s3.send(new GetObjectAttributesCommand({ Bucket: bucket, Key: 'cks/single.bin', ObjectAttributes: ['ETag'] })));
+    assert.equal(gone.status, 404);
+    const old = await s3.send(new GetObjectAttributesCommand({ Bucket: bucket, Key: 'cks/single.bin', VersionId: put.VersionId, ObjectAttributes: ['ObjectSize'] }));
+    assert.equal(old.ObjectSize, 100);
   });
 
   it('boto3 with its default checksums (CRC32 on every upload), where a recent boto3 is installed', async (ctx) => {

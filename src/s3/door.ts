@@ -18,6 +18,7 @@ import { toS3Error } from './error-map.js';
 import { isBucketId, resolveBucket } from './names.js';
 import { findLiveBucketWithHead } from '../domain/objects.js';
 import { deleteObjectOp, getObjectOp, headersOf, putObjectOp } from './objects.js';
+import { getObjectAttributesOp } from './attributes.js';
 import { authorize, sendError, type S3Request } from './request.js';
 import { loadServerKeys, type ServerKeys } from '../auth/server-key.js';
 import { headersFromRaw, parseSigV4, verifySigV4, type RequestHeaders } from './sigv4.js';
@@ -37,13 +38,13 @@ export type ListingOperation = 'ListObjects' | 'ListObjectsV2' | 'ListObjectVers
 /**
  * Query subresources of S3 operations files-rest does not offer: answered NotImplemented.
  * (`versions`, `location`, `versioning`, `list-type`, `delete`, `uploads`, `uploadId` and an object's
- * `tagging` are handled.)
+ * `tagging` and `attributes` are handled.)
  */
 const UNSUPPORTED = new Set([
   'acl', 'policy', 'policyStatus', 'lifecycle', 'cors', 'encryption', 'website', 'object-lock',
   'replication', 'logging', 'notification', 'accelerate', 'requestPayment', 'ownershipControls', 'publicAccessBlock',
   'intelligent-tiering', 'inventory', 'metrics', 'analytics', 'legal-hold', 'retention', 'torrent', 'select', 'restore',
-  'attributes', 'session', 'renameObject',
+  'session', 'renameObject',
 ]);
 
 export interface S3DoorOptions {
@@ -290,7 +291,7 @@ export class S3Door {
           throw new S3Error('MethodNotAllowed');
       }
     }
-    if ((m === 'GET' || m === 'HEAD') && !r.query.has('uploadId') && !r.query.has('tagging') && !r.query.has('versionId')) {
+    if ((m === 'GET' || m === 'HEAD') && !r.query.has('uploadId') && !r.query.has('tagging') && !r.query.has('versionId') && !r.query.has('attributes')) {
       // GetObject of the head: the bucket and the head in one statement.
       const found = await findLiveBucketWithHead(r.ctx.db, isBucketId(r.bucketName) ? { id: r.bucketName } : { name: r.bucketName }, r.key, m === 'GET');
       if (found) return getObjectOp(r, found.bucket, found.head);
@@ -315,6 +316,10 @@ export class S3Door {
       if (m === 'GET') return getObjectTaggingOp(r, bucket);
       if (m === 'PUT') return putObjectTaggingOp(r, bucket);
       if (m === 'DELETE') return deleteObjectTaggingOp(r, bucket);
+      throw new S3Error('MethodNotAllowed');
+    }
+    if (r.query.has('attributes')) {
+      if (m === 'GET') return getObjectAttributesOp(r, bucket);
       throw new S3Error('MethodNotAllowed');
     }
     if (m === 'PUT' && r.headers.has('x-amz-copy-source')) return copyObjectOp(r, bucket);

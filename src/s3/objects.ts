@@ -172,17 +172,22 @@ export function dateSeconds(text: string | undefined): number | null {
   return Number.isNaN(t) ? null : Math.floor(t / 1000);
 }
 
-/** GetObject and HeadObject. */
-export async function getObjectOp(
+/**
+ * The version a read names (`versionId`, else the head) and its stored metadata, once the request
+ * may read it: NoSuchKey / NoSuchVersion, and a delete marker as S3 answers it (NoSuchKey with
+ * `x-amz-delete-marker` for the head, MethodNotAllowed by version id). `early` runs once the request
+ * is authorised, before the lookup (a parameter check that answers before it).
+ */
+export async function versionToRead<T = undefined>(
   r: S3Request,
   bucket: Pick<Bucket, 'id'>,
-  /** The head and its metadata when the caller read them with the bucket (null: the key has no versions). */
   prefetchedHead?: { version: ObjectVersion; metadata: Record<string, string> | null } | null,
-): Promise<void> {
+  early?: () => T,
+): Promise<{ version: ObjectVersion; meta: Record<string, string>; checked: T | undefined }> {
   const versionId = r.query.get('versionId');
   if (versionId === '') throw new S3Error('InvalidArgument', 'Version id cannot be the empty string.');
   await authorize(r, versionId !== null ? 'object-read-version' : 'object-read', { type: 'object', bucketId: bucket.id, key: r.key, ...(versionId ? { id: versionId } : {}) });
-  const partNumber = partNumberOf(r);
+  const checked = early?.();
   let version: ObjectVersion;
   let meta: Record<string, string>;
   if (versionId !== null) {
@@ -198,6 +203,17 @@ export async function getObjectOp(
     version = head.version;
     meta = head.metadata ?? {};
   }
+  return { version, meta, checked };
+}
+
+/** GetObject and HeadObject. */
+export async function getObjectOp(
+  r: S3Request,
+  bucket: Pick<Bucket, 'id'>,
+  /** The head and its metadata when the caller read them with the bucket (null: the key has no versions). */
+  prefetchedHead?: { version: ObjectVersion; metadata: Record<string, string> | null } | null,
+): Promise<void> {
+  const { version, meta, checked: partNumber = null } = await versionToRead(r, bucket, prefetchedHead, () => partNumberOf(r));
   const file = version.file! as ServableFile;
   if (!file.readable || !file.uri) throw new S3Error('ServiceUnavailable', 'File storage is offline.');
   if (file.lastCheck === false && !r.ctx.config.serveCorruptedFiles) throw new S3Error('InternalError', 'The stored file failed its last integrity check and is not served.');

@@ -27,7 +27,7 @@ export function s3OperationName(method: string, bucketName: string, key: string,
     case 'PUT':
       return 'PutObject';
     case 'GET':
-      return 'GetObject';
+      return query.has('attributes') ? 'GetObjectAttributes' : 'GetObject';
     case 'HEAD':
       return 'HeadObject';
     case 'DELETE':
