@@ -57,6 +57,10 @@ describe('Fuzz over raw sockets: malformed S3 requests', () => {
   let id: string;
   let secret: string;
   let signer: SignatureV4;
+  /** An upload in progress that declared CRC32, with part 1 sent: what the multipart generator fuzzes. */
+  const MP_KEY = 'mp/fuzzed.bin';
+  const MP_PART = Buffer.from('the first part of the fuzzed upload');
+  let mpUpload = '';
 
   before(async () => {
     t = await startTestServer({ FILES_REST_S3_PORT: 'auto', FILES_REST_PERMISSION_FACTORY: 'token', FILES_REST_SERVER_KEY: SERVER_KEY });
@@ -72,6 +76,11 @@ describe('Fuzz over raw sockets: malformed S3 requests', () => {
     assert.equal(setup.status, 200, setup.body);
     const put = await rawExchange(port, await signedRequest('PUT', `/${BUCKET}/known.txt`, {}, Buffer.from('known'), 'UNSIGNED-PAYLOAD'));
     assert.equal(put.status, 200, put.body);
+    const created = await rawExchange(port, await signedQueryRequest('POST', `/${BUCKET}/${MP_KEY}`, { uploads: '' }, { 'x-amz-checksum-algorithm': 'CRC32' }, Buffer.alloc(0)));
+    assert.equal(created.status, 200, created.body);
+    mpUpload = /<UploadId>([^<]+)<\/UploadId>/.exec(created.body)![1]!;
+    const part = await rawExchange(port, await signedQueryRequest('PUT', `/${BUCKET}/${MP_KEY}`, { partNumber: '1', uploadId: mpUpload }, { 'x-amz-checksum-crc32': crc32Base64(MP_PART) }, MP_PART));
+    assert.equal(part.status, 200, part.body);
   });
   after(() => t?.close());
 
@@ -89,6 +98,12 @@ describe('Fuzz over raw sockets: malformed S3 requests', () => {
 
   async function signedRequest(method: string, path: string, headers: Record<string, string>, body: Buffer, contentSha256 = sha256hex(body)): Promise<Buffer> {
     return wire(method, path, await sign(method, path, headers, contentSha256), body);
+  }
+
+  /** As signedRequest, with a query (`uploads` has no value: `?uploads`). */
+  async function signedQueryRequest(method: string, path: string, query: Record<string, string>, headers: Record<string, string>, body: Buffer): Promise<Buffer> {
+    const target = `${path}?${Object.entries(query).map(([k, v]) => (v === '' ? k : `${k}=${encodeURIComponent(v)}`)).join('&')}`;
+    return wire(method, target, await sign(method, path, headers, sha256hex(body), { query }), body);
   }
 
   /** The signing key of today's scope, to chain chunk signatures as a client does. */
@@ -292,6 +307,60 @@ describe('Fuzz over raw sockets: malformed S3 requests', () => {
     return { what: `hash:${kind}`, bytes: wire('PUT', path, await sign('PUT', path, extra, sha), body), open: false };
   }
 
+  /**
+   * Multipart requests with malformed or contradicting checksums, validly signed: a
+   * CreateMultipartUpload declaring what S3 refuses, a part of another algorithm or a wrong value,
+   * a completion with a bad object checksum, type or size, or a bad part list.
+   */
+  async function badMultipart(rnd: () => number, i: number): Promise<Planned> {
+    const kind = pick(rnd, ['create', 'part', 'complete-header', 'complete-xml']);
+    const complete = (h: Record<string, string>, body: Buffer) => signedQueryRequest('POST', `/${BUCKET}/${MP_KEY}`, { uploadId: mpUpload }, h, body);
+    const etag = `"${createHash('md5').update(MP_PART).digest('hex')}"`;
+    const crc = crc32Base64(MP_PART);
+    const listing = (inner: string) => Buffer.from(`<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>${etag}</ETag>${inner}</Part></CompleteMultipartUpload>`);
+    switch (kind) {
+      case 'create': {
+        const h = pick<Record<string, string>>(rnd, [
+          { 'x-amz-checksum-algorithm': pick(rnd, ['MD4', 'crc33', 'sha-256', 'XXHASH3', randomFrom(rnd, 8)]) },
+          { 'x-amz-checksum-algorithm': pick(rnd, ['SHA1', 'SHA256']), 'x-amz-checksum-type': 'FULL_OBJECT' },
+          { 'x-amz-checksum-algorithm': 'CRC64NVME', 'x-amz-checksum-type': 'COMPOSITE' },
+          { 'x-amz-checksum-type': pick(rnd, ['COMPOSITE', 'FULL_OBJECT']) },
+          { 'x-amz-checksum-algorithm': 'CRC32', 'x-amz-checksum-type': pick(rnd, ['FULL', 'X', randomFrom(rnd, 5)]) },
+        ]);
+        return { what: `multipart:create:${JSON.stringify(h)}`, bytes: await signedQueryRequest('POST', `/${BUCKET}/mp-new-${i}`, { uploads: '' }, h, Buffer.alloc(0)), open: false };
+      }
+      case 'part': {
+        const body = Buffer.from(randomFrom(rnd, 1 + Math.floor(rnd() * 200)), 'latin1');
+        const h = pick<Record<string, string>>(rnd, [
+          { 'x-amz-checksum-sha256': createHash('sha256').update(body).digest('base64') },
+          { 'x-amz-checksum-crc32': pick(rnd, ['AAAAAA==', 'zz', crc]) },
+          { 'x-amz-sdk-checksum-algorithm': pick(rnd, ['SHA1', 'CRC32C', 'CRC64NVME']) },
+        ]);
+        return { what: `multipart:part:${JSON.stringify(h)}`, bytes: await signedQueryRequest('PUT', `/${BUCKET}/${MP_KEY}`, { partNumber: '2', uploadId: mpUpload }, h, body), open: false };
+      }
+      case 'complete-header': {
+        const h = pick<Record<string, string>>(rnd, [
+          { 'x-amz-checksum-crc32': pick(rnd, ['bad', 'AAAAAA==-1', 'AAAAAA==', '-1', `${crc}-99999`, `${crc}x-1`]) },
+          { 'x-amz-checksum-sha256': createHash('sha256').update(MP_PART).digest('base64') },
+          { 'x-amz-checksum-type': pick(rnd, ['FULL_OBJECT', 'X', '']) },
+          { 'x-amz-mp-object-size': pick(rnd, ['-1', 'abc', '5', '1e3', String(MP_PART.length + 1)]) },
+          { 'x-amz-checksum-crc32': `${crc}-1`, 'x-amz-checksum-crc32c': 'AAAAAA==' },
+        ]);
+        return { what: `multipart:complete-header:${JSON.stringify(h)}`, bytes: await complete(h, listing(`<ChecksumCRC32>${crc}</ChecksumCRC32>`)), open: false };
+      }
+      default: {
+        const body = pick(rnd, [
+          listing(''),
+          listing(`<ChecksumCRC32>${pick(rnd, ['AAAAAA==', '', 'zz', crc.toLowerCase() === crc ? 'AAAA' : crc.toLowerCase()])}</ChecksumCRC32>`),
+          listing(`<ChecksumCRC32>${crc}</ChecksumCRC32><ChecksumCRC32>${crc}`),
+          Buffer.from(`<CompleteMultipartUpload><Part><PartNumber>${pick(rnd, ['0', '-1', '10001', 'x', ''])}</PartNumber><ETag>${etag}</ETag></Part></CompleteMultipartUpload>`),
+          Buffer.from(randomFrom(rnd, 1 + Math.floor(rnd() * 100)), 'latin1'),
+        ]);
+        return { what: 'multipart:complete-xml', bytes: await complete({}, body), open: false };
+      }
+    }
+  }
+
   /** CreateBucket and PutBucketVersioning with a malformed XML body, validly signed. */
   async function badXml(rnd: () => number, i: number): Promise<Planned> {
     const create = rnd() < 0.5;
@@ -335,16 +404,18 @@ describe('Fuzz over raw sockets: malformed S3 requests', () => {
   async function state() {
     await fileRemovalsSettled(t);
     const db = t.server.core.ctx.db;
-    const count = async (table: 'object_versions' | 'files' | 'buckets') => Number((await db.selectFrom(table).select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()).n);
+    const count = async (table: 'object_versions' | 'files' | 'buckets' | 'multipart_uploads') => Number((await db.selectFrom(table).select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()).n);
     const sizes = (await db.selectFrom('buckets').select(['id', 'size']).orderBy('id').execute()).map((b) => `${b.id}:${Number(b.size)}`);
-    return { versions: await count('object_versions'), files: await count('files'), buckets: await count('buckets'), sizes, stored: await storedFiles(t) };
+    const parts = (await db.selectFrom('parts').select(['upload_id', 'part_number', 'checksum', 'client_checksum', 'size']).orderBy('upload_id').orderBy('part_number').execute()).map((p) => JSON.stringify(p));
+    const uploads = (await db.selectFrom('multipart_uploads').select(['id', 'state', 'size']).orderBy('id').execute()).map((u) => JSON.stringify(u));
+    return { versions: await count('object_versions'), files: await count('files'), buckets: await count('buckets'), uploads, parts, sizes, stored: await storedFiles(t) };
   }
 
-  it('1,200 seeded malformed requests: no 5xx, S3 XML errors, the door serving afterwards, nothing stored', async () => {
+  it('1,400 seeded malformed requests: no 5xx, S3 XML errors, the door serving afterwards, nothing stored', async () => {
     const rnd = prng(20260314);
-    const gens = [badAuthorization, badPresigned, badChunked, badChunked, badChunked, badPayloadHash, badXml];
+    const gens = [badAuthorization, badPresigned, badChunked, badChunked, badChunked, badPayloadHash, badXml, badMultipart];
     const plan: Planned[] = [];
-    for (let i = 0; plan.length < 1200; i++) plan.push(await pick(rnd, gens)(rnd, i));
+    for (let i = 0; plan.length < 1400; i++) plan.push(await pick(rnd, gens)(rnd, i));
     const before = await state();
 
     const statuses = new Map<number, number>();
@@ -376,7 +447,7 @@ describe('Fuzz over raw sockets: malformed S3 requests', () => {
     );
     console.log(`# S3 fuzz: ${plan.length} requests, statuses ${JSON.stringify([...statuses].sort((a, b) => a[0] - b[0]))}, codes ${JSON.stringify([...codes].sort())}`);
     // The generators reached the signature checks, the framing and the XML, not one refusal only.
-    for (const c of ['SignatureDoesNotMatch', 'AccessDenied', 'IncompleteBody', 'MalformedXML', 'BadDigest', 'AuthorizationHeaderMalformed']) assert.ok((codes.get(c) ?? 0) > 0, `no ${c} among ${JSON.stringify([...codes])}`);
+    for (const c of ['SignatureDoesNotMatch', 'AccessDenied', 'IncompleteBody', 'MalformedXML', 'BadDigest', 'AuthorizationHeaderMalformed', 'InvalidRequest', 'InvalidPart']) assert.ok((codes.get(c) ?? 0) > 0, `no ${c} among ${JSON.stringify([...codes])}`);
     assert.ok(unanswered < plan.length / 10, `${unanswered} requests got no answer`);
 
     // Nothing stored: rows, bucket sizes, buckets and the files on disk are as before.
