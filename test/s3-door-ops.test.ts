@@ -62,6 +62,21 @@ describe('S3 door: idle uploads and metrics', () => {
     assert.ok(Buffer.from(await got.arrayBuffer()).equals(body));
   });
 
+  it('an UploadPart that sends its headers and never a byte of its body is cut the same way, and releases what it reserved', async () => {
+    const init = await fetch(`${t.s3Url}/idle/silent.bin?uploads`, { method: 'POST' });
+    const uploadId = /<UploadId>([^<]+)<\/UploadId>/.exec(await init.text())![1]!;
+    const port = Number(new URL(t.s3Url).port);
+    const head = requestHead('PUT', `/idle/silent.bin?partNumber=1&uploadId=${uploadId}`, [['Host', 'h'], ['Content-Length', '5000']]);
+    const r = await rawExchange(port, head, { waitMs: 10_000, hardMs: 20_000 });
+    assert.equal(r.gaveUp, false, 'the server answered by itself');
+    assert.equal(r.status, 400, r.body);
+    assert.match(r.body, /<Code>RequestTimeout<\/Code>/);
+    const parts = await fetch(`${t.s3Url}/idle/silent.bin?uploadId=${uploadId}`);
+    assert.doesNotMatch(await parts.text(), /<Part>/);
+    const row = await t.server.core.ctx.db.selectFrom('multipart_uploads').select('size').where('id', '=', uploadId).executeTakeFirstOrThrow();
+    assert.equal(Number(row.size), 0, 'the part\'s reservation was released');
+  });
+
   it('/metrics counts S3 requests by operation and status, and the bytes in and out', async () => {
     const scrape = async () => (await fetch(`${t.url}/metrics`)).text();
     const before = await scrape();

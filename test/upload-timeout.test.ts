@@ -104,6 +104,15 @@ describe('Body idle timeout (FILES_REST_BODY_IDLE_TIMEOUT)', { timeout: 60_000 }
     assert.equal((await req(`${s.files}/${b}/mp.bin?uploadId=${init.json.id}`)).status, 404);
   });
 
+  it('a multipart part that never sends a byte of its body is cut with 408 too (it waited for Node\'s 300 s request timeout)', async () => {
+    const b = await createBucket(s.files);
+    const init = await req(`${s.files}/${b}/silent.bin?uploads&size=${10 * MiB}&partSize=${5 * MiB}`, { method: 'POST' });
+    assert.equal(init.status, 200, init.text);
+    const r = await stalledRequest(`${s.files}/${b}/silent.bin?uploadId=${init.json.id}&partNumber=0`, 'PUT', { 'content-length': String(5 * MiB) }, Buffer.alloc(0));
+    is408(r);
+    assert.equal(r.headers.connection, 'close');
+  });
+
   it('a form upload that stalls in its file, or before its file part, is cut with 408', async () => {
     const b = await createBucket(s.files);
     const before = await storedFiles(s);

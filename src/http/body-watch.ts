@@ -22,8 +22,8 @@ export interface UploadWatch {
  * for a disconnect, and the answer closes the connection.
  *
  * The idle clock is the socket's timeout, which every chunk the HTTP parser receives resets. When it
- * runs out while the body is not being read (the storage or the database is slow, backpressure),
- * the stall is ours and the clock starts again.
+ * runs out with received bytes still unread (the storage or the database is slow, backpressure),
+ * the stall is ours and the clock starts again; with none, the client sent nothing for that long.
  */
 export function watchBody(raw: IncomingMessage, idleSeconds: number, log: { warn(obj: object, msg: string): void }): UploadWatch {
   const abort = new AbortController();
@@ -34,7 +34,10 @@ export function watchBody(raw: IncomingMessage, idleSeconds: number, log: { warn
   };
   const onTimeout = () => {
     if (raw.complete || abort.signal.aborted) return;
-    if (raw.readableFlowing !== true || raw.readableLength > 0) {
+    // Bytes received and not yet read: the stall is ours (backpressure, a slow storage or database).
+    // None: the client has sent nothing for the whole period, whether or not the body is being read
+    // yet (a part write waiting for its first bytes holds it paused, and was never cut before).
+    if (raw.readableLength > 0) {
       socket?.setTimeout(ms);
       return;
     }
