@@ -152,6 +152,17 @@ describe('S3 multipart checksums', () => {
     const got = await s3.send(new GetObjectCommand({ Bucket: bucket, Key: key, ChecksumMode: 'ENABLED' }));
     assert.equal(got.ChecksumSHA256, expected);
     assert.ok(Buffer.from(await got.Body!.transformToByteArray()).equals(Buffer.concat(parts)));
+    // One part: its own checksum, with the object's type; a range that is not a part: none.
+    for (const [i, body] of parts.entries()) {
+      const p = await s3.send(new GetObjectCommand({ Bucket: bucket, Key: key, PartNumber: i + 1, ChecksumMode: 'ENABLED' }));
+      assert.equal(p.ChecksumSHA256, completed[i]!.ChecksumSHA256, `part ${i + 1}`);
+      assert.equal(p.ChecksumType, 'COMPOSITE');
+      assert.equal(p.PartsCount, 3);
+      assert.ok(Buffer.from(await p.Body!.transformToByteArray()).equals(body));
+    }
+    const ranged = await s3.send(new GetObjectCommand({ Bucket: bucket, Key: key, Range: 'bytes=0-9', ChecksumMode: 'ENABLED' }));
+    assert.equal(ranged.ChecksumSHA256, undefined);
+    await ranged.Body!.transformToByteArray();
 
     // A copy is a single-part object: the composite checksum does not go with it.
     await s3.send(new CopyObjectCommand({ Bucket: bucket, Key: 'cks/sha256-copy.bin', CopySource: `${bucket}/${key}` }));
@@ -187,6 +198,10 @@ describe('S3 multipart checksums', () => {
       assert.equal(got[field], whole);
       assert.equal(got.ChecksumType, 'FULL_OBJECT');
       assert.ok(Buffer.from(await got.Body!.transformToByteArray()).equals(Buffer.concat(parts)));
+      // One part: its CRC, which the SDK checks against the part's bytes.
+      const part = await s3.send(new GetObjectCommand({ Bucket: bucket, Key: key, PartNumber: 2, ChecksumMode: 'ENABLED' }));
+      assert.equal(part[field], completed[1]![field]);
+      assert.ok(Buffer.from(await part.Body!.transformToByteArray()).equals(parts[1]!));
     });
   }
 
@@ -269,12 +284,12 @@ describe('S3 multipart checksums', () => {
     assert.equal(a.Checksum?.ChecksumType, 'COMPOSITE');
     assert.equal(a.ObjectParts?.TotalPartsCount, 4);
     assert.equal(a.ObjectParts?.IsTruncated, true);
-    assert.deepEqual(a.ObjectParts?.Parts?.map((p) => [p.PartNumber, p.Size]), [[1, PART], [2, PART], [3, PART]]);
+    assert.deepEqual(a.ObjectParts?.Parts?.map((p) => [p.PartNumber, p.Size, p.ChecksumCRC32]), completed.slice(0, 3).map((c) => [c.PartNumber, PART, c.ChecksumCRC32]));
     assert.equal(a.StorageClass, 'STANDARD');
     assert.equal(a.ObjectSize, PART * 3 + 10);
     assert.ok(a.VersionId);
     const rest = await s3.send(new GetObjectAttributesCommand({ Bucket: bucket, Key: key, ObjectAttributes: ['ObjectParts'], PartNumberMarker: '3' }));
-    assert.deepEqual(rest.ObjectParts?.Parts?.map((p) => [p.PartNumber, p.Size]), [[4, 10]]);
+    assert.deepEqual(rest.ObjectParts?.Parts?.map((p) => [p.PartNumber, p.Size, p.ChecksumCRC32]), [[4, 10, completed[3]!.ChecksumCRC32]]);
     assert.equal(rest.ObjectParts?.IsTruncated, false);
     assert.equal(rest.ETag, undefined, 'only what was asked for');
 

@@ -55,8 +55,13 @@ export const S3_UPLOAD_ID_KEY = 'mp-upload-id';
  * upload: the object gets what the door computes from it at completion.
  */
 export const UPLOAD_CHECKSUM_KEY = 'mp-checksum';
+/**
+ * The parts' checksums (besides MD5) of an object completed through S3 multipart, space-separated in
+ * part order, in the door's form: GetObject with `partNumber` answers one part's.
+ */
+export const S3_PART_CHECKSUMS_KEY = 'mp-part-checksums';
 /** The stored metadata that is files-rest's own, never a header of the object (nor copied with it). */
-export const S3_INTERNAL_KEYS: ReadonlySet<string> = new Set([S3_ETAG_KEY, S3_PART_SIZE_KEY, S3_UPLOAD_ID_KEY]);
+export const S3_INTERNAL_KEYS: ReadonlySet<string> = new Set([S3_ETAG_KEY, S3_PART_SIZE_KEY, S3_UPLOAD_ID_KEY, S3_PART_CHECKSUMS_KEY]);
 
 /** Starts an upload of unknown size: an empty file instance that parts are written into. */
 export async function createS3Upload(

@@ -2,14 +2,15 @@
  * GetObjectAttributes (`GET /bucket/key?attributes`, the attributes named in
  * `x-amz-object-attributes`): ETag (unquoted, as S3 gives it here), Checksum (a composite one without
  * its `-N`, its type naming it), ObjectParts (a multipart object's part count and, paged by
- * `x-amz-part-number-marker` / `x-amz-max-parts`, each part's number and size: every part but the
- * last has the upload's part size), StorageClass and ObjectSize. What is read and refused is
+ * `x-amz-part-number-marker` / `x-amz-max-parts`, each part's number and size, every part but the
+ * last of the upload's part size, and its checksum when the parts' were kept), StorageClass and ObjectSize. What is read and refused is
  * GetObject's (versionToRead).
  */
 import type { Bucket } from '../domain/models.js';
 import { s3PartRange } from '../domain/s3-uploads.js';
 import { CHECKSUM_ALGORITHMS, checksumHeaderName } from './checksums.js';
 import { S3Error } from './errors.js';
+import { keptPartChecksumXml } from './multipart-checksums.js';
 import { s3EtagOf, versionToRead } from './objects.js';
 import { header, sendXml, type S3Request } from './request.js';
 import { doc, el } from './xml.js';
@@ -67,7 +68,7 @@ export async function getObjectAttributesOp(r: S3Request, bucket: Pick<Bucket, '
       for (let n = marker + 1; n <= count && n <= marker + limit; n++) {
         const p = s3PartRange(meta, file.size, n);
         if (p.kind !== 'part') break;
-        parts += `<Part>${el('PartNumber', n)}${el('Size', p.end - p.start + 1)}</Part>`;
+        parts += `<Part>${el('PartNumber', n)}${el('Size', p.end - p.start + 1)}${keptPartChecksumXml(meta, n)}</Part>`;
         last = n;
       }
       const paging = el('PartNumberMarker', marker) + el('NextPartNumberMarker', last) + el('MaxParts', limit) + el('IsTruncated', last < count);

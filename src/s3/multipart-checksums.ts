@@ -8,7 +8,7 @@
  * An upload that declared nothing takes the checksum headers of its completion without checking
  * or storing them, as S3 does.
  */
-import type { CompletionCheck, ListedPart } from '../domain/s3-uploads.js';
+import { S3_PART_CHECKSUMS_KEY, type CompletionCheck, type ListedPart } from '../domain/s3-uploads.js';
 import { checksumTypesOf, compositeChecksum, fullObjectCrc, type ChecksumType } from './checksum-combine.js';
 import { algorithmOfHeader, CHECKSUM_ALGORITHMS, checksumHeaderName, parseChecksumAlgorithm, validateChecksumValue, type ChecksumAlgorithm } from './checksums.js';
 import { S3Error } from './errors.js';
@@ -166,6 +166,37 @@ export function completionCheck(r: S3Request, listed: (partNumber: number) => Li
       const sentValue = d.type === 'COMPOSITE' && !/-\d{1,5}$/.test(sent.value) ? `${sent.value}-${parts.length}` : sent.value;
       if (sentValue !== value) throw new S3Error('BadDigest', `The ${d.algorithm.toLowerCase()} you specified for the object did not match what was computed from its parts.`);
     }
-    return { [checksumHeaderName(d.algorithm)]: value, 'x-amz-checksum-type': d.type };
+    // The parts' own too: GetObject with partNumber answers one of them (base64 holds no space).
+    return { [checksumHeaderName(d.algorithm)]: value, 'x-amz-checksum-type': d.type, [S3_PART_CHECKSUMS_KEY]: values.join(' ') };
   };
+}
+
+/**
+ * The checksum headers of a read with `x-amz-checksum-mode: ENABLED`, from the object's stored
+ * metadata: the object's checksum and type for the whole object (a checksum stored without a type
+ * is a single upload's, of every byte: FULL_OBJECT), or, for `partNumber` n of a multipart object,
+ * that part's checksum (when its parts' were kept) with the object's type.
+ */
+export function readChecksumHeaders(meta: Record<string, string>, partNumber: number | null = null): Record<string, string> {
+  const out: Record<string, string> = {};
+  const type = meta['x-amz-checksum-type'] ?? 'FULL_OBJECT';
+  for (const alg of CHECKSUM_ALGORITHMS) {
+    const name = checksumHeaderName(alg);
+    const v = meta[name];
+    if (v === undefined) continue;
+    if (partNumber === null) out[name] = v;
+    else {
+      const part = meta[S3_PART_CHECKSUMS_KEY]?.split(' ')[partNumber - 1];
+      if (part) out[name] = part;
+    }
+  }
+  if (Object.keys(out).length > 0) out['x-amz-checksum-type'] = type;
+  return out;
+}
+
+/** One part's kept checksum as XML (`<ChecksumCRC32>…`), for GetObjectAttributes' parts; '' when none. */
+export function keptPartChecksumXml(meta: Record<string, string>, partNumber: number): string {
+  const h = readChecksumHeaders(meta, partNumber);
+  const alg = CHECKSUM_ALGORITHMS.find((a) => h[checksumHeaderName(a)] !== undefined);
+  return alg ? el(`Checksum${alg}`, h[checksumHeaderName(alg)]!) : '';
 }

@@ -12,6 +12,7 @@ import { openContent, readFailed, type ServableFile } from '../domain/reads.js';
 import { pumpFile, VerifyingStream } from '../http/file-pump.js';
 import { S3Error } from './errors.js';
 import { openPayload } from './payload.js';
+import { readChecksumHeaders } from './multipart-checksums.js';
 import { authorize, header, sendEmpty, type S3Request } from './request.js';
 import { toS3Error } from './error-map.js';
 import { taggingCountHeader, taggingHeader } from './tagging.js';
@@ -279,11 +280,12 @@ export async function getObjectOp(
   headers['content-length'] = String(length);
   if (range) headers['content-range'] = `bytes ${range.start}-${range.end}/${file.size}`;
   const status = range ? 206 : 200;
-  // Whole-object checksums describe the whole object only: not given with a range (S3 does the same).
-  if (!range && header(r, 'x-amz-checksum-mode')?.toUpperCase() === 'ENABLED') {
-    for (const [k, v] of Object.entries(meta)) if (k.startsWith('x-amz-checksum-')) headers[k] = v;
-    // A checksum stored without a type is a single upload's: of every byte, as S3 names it.
-    if (Object.keys(headers).some((k) => k.startsWith('x-amz-checksum-')) && !headers['x-amz-checksum-type']) headers['x-amz-checksum-type'] = 'FULL_OBJECT';
+  // Checksums describe the whole object, or one part of a multipart object: none for another range
+  // (S3 does the same). Part 1 of a single upload is the whole object.
+  if (header(r, 'x-amz-checksum-mode')?.toUpperCase() === 'ENABLED') {
+    const onePartOfMany = partNumber !== null && headers['x-amz-mp-parts-count'] !== undefined;
+    if (onePartOfMany) Object.assign(headers, readChecksumHeaders(meta, partNumber));
+    else if (!range || partNumber !== null) Object.assign(headers, readChecksumHeaders(meta));
   }
   if (r.method === 'HEAD') {
     r.res.writeHead(status, headers as OutgoingHttpHeaders);
