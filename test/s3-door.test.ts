@@ -17,6 +17,7 @@ import {
   DeleteObjectCommand,
   GetBucketAclCommand,
   GetObjectCommand,
+  GetBucketLocationCommand,
   HeadBucketCommand,
   HeadObjectCommand,
   ListBucketsCommand,
@@ -376,6 +377,17 @@ describe('S3 door', () => {
   it('bucket names: CreateBucket names a bucket, the REST JSON shows it, the id addresses it too; rules enforced', async () => {
     await s3.send(new CreateBucketCommand({ Bucket: 'named-one', CreateBucketConfiguration: { LocationConstraint: 'eu-west-1' } }));
     const row = await t.server.core.ctx.db.selectFrom('buckets').select('id').where('name', '=', 'named-one').executeTakeFirstOrThrow();
+    // The region named at creation is answered (empty for none, S3's us-east-1), by name and by id.
+    assert.equal((await s3.send(new GetBucketLocationCommand({ Bucket: 'named-one' }))).LocationConstraint, 'eu-west-1');
+    assert.equal((await s3.send(new GetBucketLocationCommand({ Bucket: row.id }))).LocationConstraint, 'eu-west-1');
+    assert.equal((await s3.send(new HeadBucketCommand({ Bucket: 'named-one' }))).BucketRegion, 'eu-west-1');
+    // The SDK names its own region when the call names none.
+    await s3.send(new CreateBucketCommand({ Bucket: 'named-default' }));
+    assert.equal((await s3.send(new GetBucketLocationCommand({ Bucket: 'named-default' }))).LocationConstraint, await s3.config.region());
+    await s3.send(new CreateBucketCommand({ Bucket: 'named-east', CreateBucketConfiguration: { LocationConstraint: 'us-east-1' as never } }));
+    assert.equal((await s3.send(new GetBucketLocationCommand({ Bucket: 'named-east' }))).LocationConstraint, undefined);
+    const badRegion = await s3Code(s3.send(new CreateBucketCommand({ Bucket: 'named-bad-region', CreateBucketConfiguration: { LocationConstraint: 'eu west<1>' as never } })));
+    assert.equal(badRegion.name, 'InvalidLocationConstraint');
     await s3.send(new PutObjectCommand({ Bucket: 'named-one', Key: 'k', Body: 'by name' }));
     const byId = await s3.send(new GetObjectCommand({ Bucket: row.id, Key: 'k' }));
     assert.equal(await byId.Body!.transformToString(), 'by name');

@@ -305,6 +305,12 @@ const migrations: Record<string, (dialect: Dialect) => Migration> = {
       await db.schema.alterTable('parts').addColumn('client_checksum', 'text').execute();
     },
   }),
+  /** The region a bucket was created in through the S3 door (its LocationConstraint), answered by GetBucketLocation. */
+  '0011_bucket_region': () => ({
+    async up(db: AnyDb) {
+      await db.schema.alterTable('buckets').addColumn('region', 'text').execute();
+    },
+  }),
 };
 
 class StaticProvider implements MigrationProvider {

@@ -30,6 +30,8 @@ export interface BucketTable {
   public_read: Generated<number>;
   /** Copies of each file the bucket requires (replication policy); null: FILES_REST_DEFAULT_COPIES (0008_replicas). */
   copies?: number | null;
+  /** The region named when it was created through the S3 door (LocationConstraint), or null (0011_bucket_region). */
+  region?: string | null;
   locked: number;
   deleted: number;
   created: number;

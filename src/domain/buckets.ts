@@ -10,7 +10,7 @@ import type { Bucket } from './models.js';
 import { toBucket } from './rows.js';
 import { EMPTY_ACCOUNT, lockBucketForWrite } from './ledger.js';
 
-export async function createBucket(ctx: DomainContext, opts: { locationName?: string; name?: string } = {}): Promise<Bucket> {
+export async function createBucket(ctx: DomainContext, opts: { locationName?: string; name?: string; region?: string | null } = {}): Promise<Bucket> {
   const loc = opts.locationName ? await getLocationByName(ctx.db, opts.locationName) : await getDefaultLocation(ctx.db);
   if (!loc) throw new AppError('NO_DEFAULT_LOCATION');
   const now = nowMicros();
@@ -28,6 +28,7 @@ export async function createBucket(ctx: DomainContext, opts: { locationName?: st
     name: opts.name ?? null,
     public_read: 0,
     copies: null,
+    region: opts.region ?? null,
   };
   await ctx.db.insertInto('buckets').values(row).execute();
   return toBucket(row);

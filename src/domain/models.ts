@@ -23,6 +23,11 @@ export interface Bucket {
   publicRead?: boolean;
   /** Copies of each file required (replication policy); null: FILES_REST_DEFAULT_COPIES. */
   copies?: number | null;
+  /**
+   * The region a client named when creating it through the S3 door (S3's LocationConstraint), or null:
+   * stored and answered (GetBucketLocation), nothing more; files-rest has no regions.
+   */
+  region?: string | null;
   locked: boolean;
   deleted: boolean;
   created: number;

@@ -18,6 +18,7 @@ export function toBucket(r: Selectable<BucketTable>): Bucket {
     name: r.name ?? null,
     publicRead: r.public_read === 1,
     copies: r.copies ?? null,
+    region: r.region ?? null,
     locked: r.locked === 1,
     deleted: r.deleted === 1,
     created: r.created,

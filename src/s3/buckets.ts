@@ -71,19 +71,25 @@ export async function listBucketsOp(r: S3Request): Promise<void> {
   sendXml(r, doc('ListAllMyBucketsResult', `${OWNER}<Buckets>${items}</Buckets>${tail}`));
 }
 
-/** CreateBucket's optional body: a CreateBucketConfiguration whose LocationConstraint is any region. */
-function checkCreateConfiguration(body: Buffer): void {
-  if (body.length === 0 || body.toString('utf8').trim() === '') return;
+/**
+ * CreateBucket's optional body: a CreateBucketConfiguration whose LocationConstraint names any
+ * region (the bucket's `region`, answered by GetBucketLocation); null for none or us-east-1, which S3
+ * answers as empty. A value that cannot be a region's name is InvalidLocationConstraint.
+ */
+function regionOfConfiguration(body: Buffer): string | null {
+  if (body.length === 0 || body.toString('utf8').trim() === '') return null;
   const root = parseXml(body.toString('utf8'));
   if (root.name !== 'CreateBucketConfiguration') throw new S3Error('MalformedXML');
-  childText(root, 'LocationConstraint');
+  const region = childText(root, 'LocationConstraint')?.trim() ?? '';
+  if (region !== '' && !/^[A-Za-z0-9][A-Za-z0-9-]{0,62}$/.test(region)) throw new S3Error('InvalidLocationConstraint');
+  return region === '' || region === DOOR_REGION ? null : region;
 }
 
 export async function createBucketOp(r: S3Request): Promise<void> {
   const name = r.bucketName;
   await authorize(r, 'location-update', null);
   const body = await readSmallBody(r);
-  checkCreateConfiguration(body);
+  const region = regionOfConfiguration(body);
   const existing = await resolveBucket(r.ctx.db, name);
   if (existing) {
     const mine = r.policy.name === 'allow-all' || (await allowed(r, 'bucket-read', { type: 'bucket', bucketId: existing.id }));
@@ -93,7 +99,7 @@ export async function createBucketOp(r: S3Request): Promise<void> {
   if (problem) throw new S3Error('InvalidBucketName', `The specified bucket is not valid: ${problem}.`, { BucketName: name });
   if (isBucketId(name)) throw new S3Error('InvalidBucketName', 'Names shaped as a bucket id (a UUID) are reserved: they address the bucket of that id.', { BucketName: name });
   try {
-    await createBucket(r.ctx, { name });
+    await createBucket(r.ctx, { name, region });
   } catch (e) {
     // Another request took the name in the meantime (the unique index).
     if (!isAppError(e) && (await resolveBucket(r.ctx.db, name))) throw new S3Error('BucketAlreadyExists');
@@ -104,7 +110,7 @@ export async function createBucketOp(r: S3Request): Promise<void> {
 
 export async function headBucketOp(r: S3Request, bucket: Bucket): Promise<void> {
   await authorize(r, 'bucket-read', { type: 'bucket', bucketId: bucket.id });
-  sendEmpty(r, 200, { 'x-amz-bucket-region': DOOR_REGION });
+  sendEmpty(r, 200, { 'x-amz-bucket-region': bucket.region ?? DOOR_REGION });
 }
 
 export async function deleteBucketOp(r: S3Request, bucket: Bucket): Promise<void> {
@@ -115,8 +121,9 @@ export async function deleteBucketOp(r: S3Request, bucket: Bucket): Promise<void
 
 export async function getBucketLocationOp(r: S3Request, bucket: Bucket): Promise<void> {
   await authorize(r, 'bucket-read', { type: 'bucket', bucketId: bucket.id });
-  // Empty: us-east-1, as S3 answers for it.
-  sendXml(r, `<?xml version="1.0" encoding="UTF-8"?>\n<LocationConstraint xmlns="http://s3.amazonaws.com/doc/2006-03-01/"/>`);
+  // The region named at creation; empty for us-east-1 (or none), as S3 answers for it.
+  if (bucket.region) sendXml(r, `<?xml version="1.0" encoding="UTF-8"?>\n<LocationConstraint xmlns="http://s3.amazonaws.com/doc/2006-03-01/">${bucket.region}</LocationConstraint>`);
+  else sendXml(r, `<?xml version="1.0" encoding="UTF-8"?>\n<LocationConstraint xmlns="http://s3.amazonaws.com/doc/2006-03-01/"/>`);
 }
 
 export async function getBucketVersioningOp(r: S3Request, bucket: Bucket): Promise<void> {

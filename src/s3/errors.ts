@@ -38,6 +38,7 @@ export const S3_ERRORS = {
   EntityTooLarge: { status: 400, message: 'Your proposed upload exceeds the maximum allowed object size.' },
   EntityTooSmall: { status: 400, message: 'Your proposed upload is smaller than the minimum allowed object size.' },
   KeyTooLongError: { status: 400, message: 'Your key is too long.' },
+  InvalidLocationConstraint: { status: 400, message: 'The specified location-constraint is not valid.' },
   MalformedXML: { status: 400, message: 'The XML you provided was not well-formed or did not validate against our published schema.' },
   InvalidTag: { status: 400, message: 'The tag provided was not a valid tag.' },
   InvalidBucketName: { status: 400, message: 'The specified bucket is not valid.' },
