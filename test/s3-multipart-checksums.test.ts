@@ -242,6 +242,16 @@ describe('S3 multipart checksums', () => {
     assert.equal(b.reservedSize, 0);
   });
 
+  it('a completion listing 10 000 parts with their SHA-256 checksums (about 1.7 MB of XML) is read whole: each part is checked', async () => {
+    const key = 'cks/many.bin';
+    const { UploadId } = await s3.send(new CreateMultipartUploadCommand({ Bucket: bucket, Key: key, ChecksumAlgorithm: 'SHA256' }));
+    const [part] = await uploadParts(key, UploadId!, [randomBytes(100)], 'SHA256');
+    const parts: CompletedPart[] = Array.from({ length: 10000 }, (_, i) => ({ PartNumber: i + 1, ETag: part!.ETag, ChecksumSHA256: part!.ChecksumSHA256 }));
+    // Read and parsed whole: the refusal is about part 2, which was never uploaded (not the body's size).
+    const e = await s3Error(s3.send(new CompleteMultipartUploadCommand({ Bucket: bucket, Key: key, UploadId, MultipartUpload: { Parts: parts } })));
+    assert.equal(e.name, 'InvalidPart', e.message);
+  });
+
   it('an upload that declared nothing takes checksum headers on its completion without checking or storing them, as S3 does', async () => {
     const key = 'cks/undeclared.bin';
     const { UploadId } = await s3Plain.send(new CreateMultipartUploadCommand({ Bucket: bucket, Key: key }));

@@ -192,6 +192,13 @@ async function uploadPartCopy(r: S3Request, u: MultipartUpload, partNumber: numb
   });
 }
 
+/**
+ * The most a CompleteMultipartUpload body may hold: 10 000 parts listed with an ETag and a SHA-256
+ * checksum each come to about 1.7 MB (1 MiB refused a CRC32-listed upload of 8 200 parts, which the
+ * SDKs' default checksums now make common).
+ */
+const COMPLETION_BODY_MAX = 4 * 1024 * 1024;
+
 /** The part list of a CompleteMultipartUpload body, with the checksums listed for each part. */
 function parsePartList(body: Buffer): (CompletedPart & { checksums: ListedChecksums })[] {
   const root = parseXml(body.toString('utf8'));
@@ -222,7 +229,7 @@ export async function completeMultipartUploadOp(r: S3Request, bucket: Bucket): P
     // Completed already (a client retrying because the first answer was lost): the same answer, as S3 gives.
     const done = toS3Error(e).code === 'NoSuchUpload' ? await findCompletedS3Upload(r.ctx.db, bucket.id, r.key, r.query.get('uploadId') ?? '') : null;
     if (!done) throw e;
-    await readSmallBody(r, 1024 * 1024, { checksumHeadersDescribeObject: true });
+    await readSmallBody(r, COMPLETION_BODY_MAX, { checksumHeadersDescribeObject: true });
     // The copies FILES_REST_UPLOAD_WAIT_COPIES asks for, as the first answer waited for them.
     const version = await findVersion(r.ctx.db, bucket.id, r.key, done.versionId);
     if (version) await waitForCopies(r.ctx, version);
@@ -232,7 +239,7 @@ export async function completeMultipartUploadOp(r: S3Request, bucket: Bucket): P
   const precondition = await writePrecondition(r, bucket.id);
   // The checksum headers describe the object (its checksum made from the parts'), not this body.
   const check = completionCheck(r, (n) => byNumber.get(n), u.metadata?.[UPLOAD_CHECKSUM_KEY]);
-  const list = parsePartList(await readSmallBody(r, 1024 * 1024, { checksumHeadersDescribeObject: true }));
+  const list = parsePartList(await readSmallBody(r, COMPLETION_BODY_MAX, { checksumHeadersDescribeObject: true }));
   const byNumber = new Map(list.map((p) => [p.partNumber, p.checksums]));
   // A retry of a completion already under way (the first call's connection or server died) waits for it.
   const { upload: completing, etag, metadata } =
