@@ -215,6 +215,15 @@ s3 = client(key, secret)
 out['wrong_secret'] = code(lambda: client(key, 'wrong-secret').list_buckets())
 out['scoped_other'] = code(lambda: client(skey, ssecret).put_object(Bucket=other, Key='k', Body=b'x'))
 out['buckets'] = [b['Name'] for b in s3.list_buckets()['Buckets'] if b['Name'] == 'boto3-bucket']
+# A metadata value that is not ASCII, set as Ceph's s3-tests sets it: sent as its UTF-8 bytes, signed as UTF-8.
+def accented(params, **kwargs):
+    params['headers']['x-amz-meta-meta1'] = u'Hello World\xe9'
+s3.meta.events.register('before-call.s3.PutObject', accented)
+s3.put_object(Bucket='boto3-bucket', Key='accented.txt', Body=b'bar')
+s3.meta.events.unregister('before-call.s3.PutObject', accented)
+got = s3.head_object(Bucket='boto3-bucket', Key='accented.txt')['Metadata']['meta1']
+# boto3 reads header bytes as latin1: the same bytes back are the UTF-8 of the value.
+out['accented'] = got.encode('latin1').decode('utf8')
 print(json.dumps(out))
 `;
     await writeFile(join(dir, 'run.py'), script);
@@ -241,6 +250,7 @@ print(json.dumps(out))
     assert.equal(out.wrong_secret, 'SignatureDoesNotMatch');
     assert.equal(out.scoped_other, 'AccessDenied');
     assert.deepEqual(out.buckets, ['boto3-bucket']);
+    assert.equal(out.accented, 'Hello World\u00e9', 'a non-ASCII metadata value is accepted (it was SignatureDoesNotMatch) and its bytes come back');
     assert.deepEqual(await curl(out.presigned_get as string), { status: 200, body: '0123456789abcdefghij' });
     const v2 = await curl(out.presigned_v2 as string);
     assert.equal(v2.status, 400, 'a SigV2 presigned URL is refused, not served');

@@ -272,6 +272,17 @@ describe('SigV4: header-signed requests from the AWS SDK', () => {
     assertAccepted({ ...input, headers: { ...input.headers, 'x-amz-meta-list': ['a', ' b '], 'x-amz-meta-s': '  one   two \t three ' } }, DATE);
   });
 
+  it('a header value that is not ASCII verifies whether its UTF-8 bytes or its latin1 bytes were sent (the signature covers its UTF-8)', async () => {
+    // Node.js gives each received header byte as one character: UTF-8 "é" arrives as "Ã©", latin1 as "é".
+    const r = await signed({ method: 'PUT', path: '/bucket/k', headers: { 'x-amz-meta-meta1': 'Hello World\u00e9' } });
+    const input = wire(r);
+    const sentUtf8 = Buffer.from('Hello World\u00e9', 'utf8').toString('latin1');
+    assertAccepted({ ...input, headers: { ...input.headers, 'x-amz-meta-meta1': sentUtf8 } }, DATE);
+    assertAccepted(input, DATE);
+    // Other bytes than either form are still refused.
+    assertRefused({ ...input, headers: { ...input.headers, 'x-amz-meta-meta1': 'Hello World\u00c3\u00aa' } }, 'SignatureDoesNotMatch', SECRET, DATE);
+  });
+
   it('long dates: formatted as ISO 8601 basic, and parsed back, over many dates', () => {
     for (let i = 0; i < 2000; i++) {
       const d = new Date(Math.floor(Math.random() * 253402300799) * 1000);

@@ -338,10 +338,31 @@ function buildCanonicalRequests(
   for (const name of signedHeaders) headerBlock += `${name}:${canonicalHeaderValue(headers.get(name) ?? [])}\n`;
   const tail = `${headerBlock}\n${signedHeaders.join(';')}\n${payloadHash}`;
   // A plain path without a query is its own canonical form, as sent: one candidate.
-  if (input.rawQuery === '' && input.rawPath !== '' && PLAIN_PATH.test(input.rawPath)) return [`${input.method}\n${input.rawPath}\n\n${tail}`];
+  if (input.rawQuery === '' && input.rawPath !== '' && PLAIN_PATH.test(input.rawPath)) return withSentBytes([`${input.method}\n${input.rawPath}\n\n${tail}`]);
   const normal = `${input.method}\n${canonicalUri(input.rawPath)}\n${canonicalQuery(input.rawQuery, presigned)}\n${tail}`;
   const raw = `${input.method}\n${input.rawPath === '' ? '/' : input.rawPath}\n${rawCanonicalQuery(input.rawQuery, presigned)}\n${tail}`;
-  return raw === normal ? [normal] : [normal, raw];
+  return withSentBytes(raw === normal ? [normal] : [normal, raw]);
+}
+
+/** Any byte 0x80–0xFF: Node.js gives each header byte as one character (latin1). */
+const HIGH_BYTE = /[\u0080-\u00ff]/;
+
+/**
+ * With a header value that is not ASCII, also the canonical request over the bytes as they were
+ * sent. A signed value is hashed by clients as UTF-8: one that sent those UTF-8 bytes (botocore
+ * does, for `x-amz-meta-*` with an accent) signed the sent bytes, which Node.js decoded one
+ * character per byte; one that sent the value in latin1 signed its UTF-8 form, which the first
+ * candidate is. The second candidate exists only when the bytes are valid UTF-8.
+ */
+function withSentBytes(candidates: string[]): string[] {
+  if (!candidates.some((c) => HIGH_BYTE.test(c))) return candidates;
+  const out = [...candidates];
+  for (const c of candidates) {
+    const bytes = Buffer.from(c, 'latin1');
+    const asUtf8 = bytes.toString('utf8');
+    if (Buffer.from(asUtf8, 'utf8').equals(bytes)) out.push(asUtf8);
+  }
+  return out;
 }
 
 /** The first value of a query parameter, decoded; undefined when absent. */
