@@ -280,7 +280,7 @@ describe('S3 multipart checksums', () => {
     }
   });
 
-  it('GetObjectAttributes: ETag, the checksum (a composite one without its -N) and its type, the parts paged, storage class and size', async () => {
+  it('GetObjectAttributes: ETag, the checksum (a composite one with its -N) and its type, the parts paged, storage class and size', async () => {
     const key = 'cks/attributes.bin';
     const parts = [randomBytes(PART), randomBytes(PART), randomBytes(PART), randomBytes(10)];
     const { UploadId } = await s3.send(new CreateMultipartUploadCommand({ Bucket: bucket, Key: key, ChecksumAlgorithm: 'CRC32' }));
@@ -290,7 +290,7 @@ describe('S3 multipart checksums', () => {
     const a = await s3.send(new GetObjectAttributesCommand({ Bucket: bucket, Key: key, ObjectAttributes: [...all], MaxParts: 3 }));
 
     assert.equal(a.ETag, done.ETag!.replace(/"/g, ''));
-    assert.equal(a.Checksum?.ChecksumCRC32, done.ChecksumCRC32!.replace(/-4$/, ''));
+    assert.equal(a.Checksum?.ChecksumCRC32, done.ChecksumCRC32, 'as HeadObject gives it, -4 included');
     assert.equal(a.Checksum?.ChecksumType, 'COMPOSITE');
     assert.equal(a.ObjectParts?.TotalPartsCount, 4);
     assert.equal(a.ObjectParts?.IsTruncated, true);
