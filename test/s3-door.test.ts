@@ -386,6 +386,12 @@ describe('S3 door', () => {
     assert.equal((await s3.send(new GetBucketLocationCommand({ Bucket: 'named-default' }))).LocationConstraint, await s3.config.region());
     await s3.send(new CreateBucketCommand({ Bucket: 'named-east', CreateBucketConfiguration: { LocationConstraint: 'us-east-1' as never } }));
     assert.equal((await s3.send(new GetBucketLocationCommand({ Bucket: 'named-east' }))).LocationConstraint, undefined);
+    // Created again by its owner: in us-east-1 S3 answers 200 and changes nothing; elsewhere BucketAlreadyOwnedByYou.
+    await s3.send(new PutObjectCommand({ Bucket: 'named-east', Key: 'kept', Body: 'kept' }));
+    await s3.send(new CreateBucketCommand({ Bucket: 'named-east', CreateBucketConfiguration: { LocationConstraint: 'us-east-1' as never } }));
+    assert.equal(await (await s3.send(new GetObjectCommand({ Bucket: 'named-east', Key: 'kept' }))).Body!.transformToString(), 'kept');
+    assert.equal((await s3Code(s3.send(new CreateBucketCommand({ Bucket: 'named-one', CreateBucketConfiguration: { LocationConstraint: 'eu-west-1' } })))).name, 'BucketAlreadyOwnedByYou');
+    assert.equal((await s3Code(s3.send(new CreateBucketCommand({ Bucket: 'named-east', CreateBucketConfiguration: { LocationConstraint: 'eu-west-1' } })))).name, 'BucketAlreadyOwnedByYou');
     const badRegion = await s3Code(s3.send(new CreateBucketCommand({ Bucket: 'named-bad-region', CreateBucketConfiguration: { LocationConstraint: 'eu west<1>' as never } })));
     assert.equal(badRegion.name, 'InvalidLocationConstraint');
     await s3.send(new PutObjectCommand({ Bucket: 'named-one', Key: 'k', Body: 'by name' }));

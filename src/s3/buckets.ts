@@ -93,7 +93,11 @@ export async function createBucketOp(r: S3Request): Promise<void> {
   const existing = await resolveBucket(r.ctx.db, name);
   if (existing) {
     const mine = r.policy.name === 'allow-all' || (await allowed(r, 'bucket-read', { type: 'bucket', bucketId: existing.id }));
-    throw new S3Error(mine ? 'BucketAlreadyOwnedByYou' : 'BucketAlreadyExists');
+    if (!mine) throw new S3Error('BucketAlreadyExists');
+    // As S3 in us-east-1 (the region the door answers as): creating again a bucket you own there
+    // succeeds and changes nothing; in any other region it is BucketAlreadyOwnedByYou.
+    if (existing.region == null && region === null) return sendEmpty(r, 200, { location: `/${name}` });
+    throw new S3Error('BucketAlreadyOwnedByYou');
   }
   const problem = bucketNameProblem(name);
   if (problem) throw new S3Error('InvalidBucketName', `The specified bucket is not valid: ${problem}.`, { BucketName: name });
