@@ -252,6 +252,14 @@ describe('S3 multipart checksums', () => {
     assert.equal(e.name, 'InvalidPart', e.message);
   });
 
+  it('PutObject naming one algorithm (x-amz-sdk-checksum-algorithm) beside another\'s checksum is refused, as S3 does, and stores nothing', async () => {
+    const body = Buffer.from('one algorithm named, another sent');
+    const e = await s3Error(s3.send(new PutObjectCommand({ Bucket: bucket, Key: 'cks/two-algorithms.txt', Body: body, ChecksumAlgorithm: 'CRC32', ChecksumCRC32C: await checksumOf('CRC32C', body) })));
+    assert.equal(e.name, 'InvalidRequest');
+    assert.match(e.message, /x-amz-sdk-checksum-algorithm/);
+    assert.equal((await s3Error(s3.send(new HeadObjectCommand({ Bucket: bucket, Key: 'cks/two-algorithms.txt' })))).status, 404);
+  });
+
   it('an upload that declared nothing takes checksum headers on its completion without checking or storing them, as S3 does', async () => {
     const key = 'cks/undeclared.bin';
     const { UploadId } = await s3Plain.send(new CreateMultipartUploadCommand({ Bucket: bucket, Key: key }));

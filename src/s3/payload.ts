@@ -127,6 +127,11 @@ export async function openPayload(r: S3Request, opts: PayloadOptions = {}): Prom
   if (sdkAlg !== undefined) {
     const alg = parseChecksumAlgorithm(sdkAlg.trim());
     if (!alg) throw new S3Error('InvalidRequest', `Checksum algorithm ${sdkAlg} is not supported.`);
+    // The algorithm named must be the one whose checksum is sent (S3 refuses a CRC32 named beside a CRC32C value).
+    if (wanted.size > 0 && !wanted.has(alg)) {
+      const name = header(r, 'x-amz-sdk-checksum-algorithm') !== undefined ? 'x-amz-sdk-checksum-algorithm' : 'x-amz-checksum-algorithm';
+      throw new S3Error('InvalidRequest', `Value for ${name} header is invalid.`);
+    }
     if (!wanted.has(alg)) wanted.set(alg, {});
   }
   if (opts.checksum) {
