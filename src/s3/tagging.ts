@@ -64,7 +64,11 @@ export async function getObjectTaggingOp(r: S3Request, bucket: Bucket): Promise<
   const v = versionId !== null ? await findVersion(r.ctx.db, bucket.id, r.key, versionId) : await findHead(r.ctx.db, bucket.id, r.key);
   if (!v) throw new S3Error(versionId !== null ? 'NoSuchVersion' : 'NoSuchKey');
   if (!v.file) throw new S3Error(versionId !== null ? 'MethodNotAllowed' : 'NoSuchKey', versionId !== null ? 'The specified method is not allowed against a delete marker.' : undefined);
-  const set = Object.entries(v.tags).map(([k, val]) => `<Tag>${el('Key', k)}${el('Value', val)}</Tag>`).join('');
+  // By key, as S3 and RGW list them (not in the order they were given).
+  const set = Object.entries(v.tags)
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+    .map(([k, val]) => `<Tag>${el('Key', k)}${el('Value', val)}</Tag>`)
+    .join('');
   sendXml(r, doc('Tagging', `<TagSet>${set}</TagSet>`), 200, { 'x-amz-version-id': v.versionId });
 }
 
