@@ -118,15 +118,16 @@ function completionHeaders(r: S3Request): { sent: { algorithm: ChecksumAlgorithm
 export type ListedChecksums = Partial<Record<ChecksumAlgorithm, string>>;
 
 /**
- * The completion's checksum rules, checked in the domain's completion transaction against the parts
- * it completes (headers read now, so a malformed one is refused before the body is read):
+ * The completion's checksum rules: its headers are read now (a malformed one is refused before the
+ * body is read); the check it answers, given the client's part list, runs in the domain's
+ * completion transaction against the parts it completes:
  * - `x-amz-mp-object-size`, when sent, must be the object's size (InvalidRequest);
  * - an upload that declared an algorithm: each listed part's checksum of that algorithm must be the
  *   recorded one (InvalidPart), and a COMPOSITE upload must list one for every part (InvalidRequest);
  *   a `x-amz-checksum-type` other than the declared one is BadDigest; the object's checksum sent
  *   must be the one made from the parts (BadDigest), and that checksum and its type are stored.
  */
-export function completionCheck(r: S3Request, listed: (partNumber: number) => ListedChecksums | undefined, declaredText: string | null | undefined): CompletionCheck {
+export function completionCheck(r: S3Request, declaredText: string | null | undefined): (list: readonly { partNumber: number; checksums: ListedChecksums }[]) => CompletionCheck {
   const { sent, type, size } = completionHeaders(r);
   const declared = parseDeclaration(declaredText);
   if (declared && sent) {
@@ -136,7 +137,8 @@ export function completionCheck(r: S3Request, listed: (partNumber: number) => Li
     const bare = declared.type === 'COMPOSITE' ? sent.value.replace(/-\d{1,5}$/, '') : sent.value;
     if (validateChecksumValue(declared.algorithm, bare)) throw new S3Error('InvalidRequest', `Value for ${checksumHeaderName(declared.algorithm)} header is invalid.`);
   }
-  return async (parts: readonly ListedPart[], uploadChecksum: string | null): Promise<Record<string, string>> => {
+  return (list) => async (parts: readonly ListedPart[], uploadChecksum: string | null): Promise<Record<string, string>> => {
+    const listed = new Map(list.map((p) => [p.partNumber, p.checksums]));
     const total = parts.reduce((s, p) => s + p.size, 0);
     if (size !== null && size !== total) {
       throw new S3Error('InvalidRequest', `The provided 'x-amz-mp-object-size' header value ${size} does not match what was computed: ${total}`);
@@ -149,7 +151,7 @@ export function completionCheck(r: S3Request, listed: (partNumber: number) => Li
     }
     const values = parts.map((p) => {
       const recorded = parsePartChecksum(p.clientChecksum);
-      const given = listed(p.partNumber)?.[d.algorithm];
+      const given = listed.get(p.partNumber)?.[d.algorithm];
       if (given === undefined && d.type === 'COMPOSITE') {
         throw new S3Error(
           'InvalidRequest',

@@ -238,14 +238,13 @@ export async function completeMultipartUploadOp(r: S3Request, bucket: Bucket): P
   // If-None-Match: * / If-Match on the key, checked now and again when the merge commits.
   const precondition = await writePrecondition(r, bucket.id);
   // The checksum headers describe the object (its checksum made from the parts'), not this body.
-  const check = completionCheck(r, (n) => byNumber.get(n), u.metadata?.[UPLOAD_CHECKSUM_KEY]);
+  const checkAgainst = completionCheck(r, u.metadata?.[UPLOAD_CHECKSUM_KEY]);
   const list = parsePartList(await readSmallBody(r, COMPLETION_BODY_MAX, { checksumHeadersDescribeObject: true }));
-  const byNumber = new Map(list.map((p) => [p.partNumber, p.checksums]));
   // A retry of a completion already under way (the first call's connection or server died) waits for it.
   const { upload: completing, etag, metadata } =
     u.state === 'completing' && u.metadata?.etag
       ? { upload: u, etag: u.metadata.etag, metadata: u.metadata }
-      : await requestS3Completion(r.ctx, u, list, precondition, check);
+      : await requestS3Completion(r.ctx, u, list, precondition, checkAgainst(list));
   const deadline = Date.now() + 600_000;
   let delay = 10;
   for (;;) {
