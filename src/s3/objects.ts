@@ -77,26 +77,33 @@ export function metadataOf(r: S3Request): Record<string, string> {
 /**
  * If-Match / If-None-Match of a write (PutObject, CopyObject, CompleteMultipartUpload), as the
  * domain's precondition, which checks it against the head again inside the commit. If-None-Match
- * takes only `*`. If-Match with no current object (none, or a delete marker) is NoSuchKey, as S3
- * answers; a tag that is the head's S3 ETag (a multipart object's `"<hex>-N"` included) becomes the
- * domain's form of the head's checksum (`"md5:<hex>"`), so the commit refuses if the head changed.
+ * takes `*` (create only) and, as HTTP and Ceph's RGW do (AWS answers NotImplemented), a list of
+ * ETags the current object must not have. If-Match with no current object (none, or a delete
+ * marker) is NoSuchKey, as S3 answers. A tag that is the head's S3 ETag (a multipart object's
+ * `"<hex>-N"` included) becomes the domain's form of the head's checksum (`"md5:<hex>"`), so the
+ * commit compares with the head it then finds.
  */
 export async function writePrecondition(r: S3Request, bucketId: string): Promise<Precondition | undefined> {
   const ifNoneMatch = header(r, 'if-none-match');
   const ifMatch = header(r, 'if-match');
   if (ifNoneMatch === undefined && ifMatch === undefined) return undefined;
   const p: { ifMatch?: Precondition['ifMatch']; ifNoneMatch?: Precondition['ifNoneMatch'] } = {};
+  const tagsOf = (list: string) => list.split(',').map((t) => t.trim().replace(/^W\//, '').replace(/^"|"$/g, '').toLowerCase());
+  const head = (ifMatch !== undefined || (ifNoneMatch !== undefined && !tagsOf(ifNoneMatch).includes('*'))) ? await findHeadWithMetadata(r.ctx.db, bucketId, r.key) : null;
+  const live = head?.version.file ? head : null;
+  /** The domain's form of the given tags: the head's checksum for the one naming the head's S3 ETag. */
+  const domainTags = (tags: string[]): string[] => {
+    const current = live ? s3EtagOf(live.version, live.metadata).replace(/^"|"$/g, '').toLowerCase() : null;
+    return tags.map((tag) => (tag === current ? `"${live!.version.file!.checksum ?? ''}"` : `"md5:${tag}"`));
+  };
   if (ifNoneMatch !== undefined) {
-    if (ifNoneMatch.trim() !== '*') throw new S3Error('NotImplemented', 'If-None-Match on a write accepts only *.');
-    p.ifNoneMatch = '*';
+    const tags = tagsOf(ifNoneMatch);
+    p.ifNoneMatch = tags.includes('*') ? '*' : domainTags(tags);
   }
   if (ifMatch !== undefined) {
-    const head = await findHeadWithMetadata(r.ctx.db, bucketId, r.key);
-    if (!head?.version.file) throw new S3Error('NoSuchKey');
-    const tags = ifMatch.split(',').map((t) => t.trim().replace(/^W\//, '').replace(/^"|"$/g, '').toLowerCase());
-    const current = s3EtagOf(head.version, head.metadata).replace(/^"|"$/g, '').toLowerCase();
-    if (tags.includes('*')) p.ifMatch = '*';
-    else p.ifMatch = tags.includes(current) ? [`"${head.version.file.checksum ?? ''}"`] : tags.map((tag) => `"md5:${tag}"`);
+    if (!live) throw new S3Error('NoSuchKey');
+    const tags = tagsOf(ifMatch);
+    p.ifMatch = tags.includes('*') ? '*' : domainTags(tags);
   }
   return p;
 }
