@@ -3,6 +3,7 @@
 // in the main port's /metrics by operation and status, with the bytes received and sent.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import net from 'node:net';
 import { requestHead, rawExchange } from './support/raw-http.js';
 import { fileRemovalsSettled, startTestServer, storedFiles, type TestServer } from './support/server.js';
 
@@ -75,6 +76,30 @@ describe('S3 door: idle uploads and metrics', () => {
     assert.doesNotMatch(await parts.text(), /<Part>/);
     const row = await t.server.core.ctx.db.selectFrom('multipart_uploads').select('size').where('id', '=', uploadId).executeTakeFirstOrThrow();
     assert.equal(Number(row.size), 0, 'the part\'s reservation was released');
+  });
+
+  it('a refused request with a small body still being sent: the answer comes, the rest of the body is dropped, the connection serves the next request', async () => {
+    const port = Number(new URL(t.s3Url).port);
+    const body = Buffer.alloc(2000, 0x61);
+    const answers = await new Promise<string>((resolve, reject) => {
+      const sock = net.connect(port, '127.0.0.1');
+      let got = '';
+      sock.on('data', (d) => {
+        got += d.toString('latin1');
+        // The first answer arrived before the body was all sent: send the rest, then a second request.
+        if ((got.match(/HTTP\/1\.1 /g) ?? []).length === 1 && got.includes('</Error>')) {
+          sock.write(body.subarray(1000), () => sock.write('GET /idle?list-type=2 HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n'));
+        }
+      });
+      sock.on('end', () => resolve(got));
+      sock.on('error', reject);
+      // PostObject (a form POST to a bucket) is refused before its body is read.
+      sock.write(`POST /idle HTTP/1.1\r\nHost: h\r\nContent-Type: multipart/form-data; boundary=x\r\nContent-Length: ${body.length}\r\n\r\n`);
+      sock.write(body.subarray(0, 1000));
+    });
+    assert.match(answers, /^HTTP\/1\.1 501 /);
+    assert.doesNotMatch(answers.split('</Error>')[0]!, /connection: close/i);
+    assert.match(answers, /HTTP\/1\.1 200 [\s\S]*<ListBucketResult/, 'the connection served the next request');
   });
 
   it('/metrics counts S3 requests by operation and status, and the bytes in and out', async () => {

@@ -62,9 +62,28 @@ export function sendEmpty(r: S3Request, status: number, headers: Record<string, 
   r.res.end();
 }
 
+/** The most of a refused request's unread body the door reads and drops so that its client can read the answer. */
+const DRAIN_MAX = 1024 * 1024;
+
+/**
+ * Whether the connection must close after answering a request whose body was not read to its end.
+ * A small body the door never started reading is left to Node.js, which reads and drops the rest once
+ * the answer is sent and keeps the connection: closing at once reset it under a client still
+ * sending (Node.js 24.22's fetch sends a form in several writes, and got EPIPE instead of the
+ * answer). A large or unknown length, a body partly read, or a client waiting for `100 Continue`
+ * (which it was not sent) closes it.
+ */
+function mustClose(req: IncomingMessage): boolean {
+  if (req.complete) return false;
+  if (req.headers.expect !== undefined || req.readableDidRead) return true;
+  const length = Number(req.headers['content-length']);
+  return !(Number.isSafeInteger(length) && length <= DRAIN_MAX);
+}
+
 /**
  * Sends S3's XML error document. HEAD answers carry no body (S3 gives only the status). When the
- * request body was not read to its end the connection is closed after the answer.
+ * request body was not read to its end the connection is closed after the answer, unless it is
+ * small enough to drop (mustClose).
  */
 export function sendError(res: ServerResponse, req: IncomingMessage, err: S3Error, resource: string, requestId: string, extra: Record<string, string> = {}): void {
   if (res.headersSent) {
@@ -73,7 +92,7 @@ export function sendError(res: ServerResponse, req: IncomingMessage, err: S3Erro
   }
   const body = Buffer.from(renderS3ErrorXml(err, { resource, requestId }), 'utf8');
   const headers: Record<string, string> = { ...extra, 'content-type': 'application/xml', 'content-length': String(body.length) };
-  if (!req.complete) headers.connection = 'close';
+  if (mustClose(req)) headers.connection = 'close';
   res.writeHead(err.status, headers);
   res.end(req.method === 'HEAD' ? undefined : body);
 }
