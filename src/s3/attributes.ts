@@ -8,9 +8,8 @@
  */
 import type { Bucket } from '../domain/models.js';
 import { s3PartRange } from '../domain/s3-uploads.js';
-import { CHECKSUM_ALGORITHMS, checksumHeaderName } from './checksums.js';
 import { S3Error } from './errors.js';
-import { keptPartChecksumXml } from './multipart-checksums.js';
+import { keptPartChecksums, keptPartChecksumXml, objectChecksumXml } from './multipart-checksums.js';
 import { s3EtagOf, versionToRead } from './objects.js';
 import { header, sendXml, type S3Request } from './request.js';
 import { doc, el } from './xml.js';
@@ -48,12 +47,8 @@ export async function getObjectAttributesOp(r: S3Request, bucket: Pick<Bucket, '
   let inner = '';
   if (wanted.has('ETag')) inner += el('ETag', s3EtagOf(version, meta).replace(/^"|"$/g, ''));
   if (wanted.has('Checksum')) {
-    let sums = '';
-    for (const alg of CHECKSUM_ALGORITHMS) {
-      const v = meta[checksumHeaderName(alg)];
-      if (v !== undefined) sums += el(`Checksum${alg}`, v);
-    }
-    if (sums) inner += `<Checksum>${sums}${el('ChecksumType', meta['x-amz-checksum-type'] ?? 'FULL_OBJECT')}</Checksum>`;
+    const sums = objectChecksumXml(meta);
+    if (sums) inner += `<Checksum>${sums}</Checksum>`;
   }
   if (wanted.has('ObjectParts')) {
     const first = s3PartRange(meta, file.size, 1);
@@ -63,12 +58,13 @@ export async function getObjectAttributesOp(r: S3Request, bucket: Pick<Bucket, '
     if (first.kind === 'unknown') inner += `<ObjectParts>${el('PartsCount', first.count)}</ObjectParts>`;
     else if (count !== null) {
       const limit = Math.min(maxParts, 1000);
+      const kept = keptPartChecksums(meta);
       let parts = '';
       let last = marker;
       for (let n = marker + 1; n <= count && n <= marker + limit; n++) {
         const p = s3PartRange(meta, file.size, n);
         if (p.kind !== 'part') break;
-        parts += `<Part>${el('PartNumber', n)}${el('Size', p.end - p.start + 1)}${keptPartChecksumXml(meta, n)}</Part>`;
+        parts += `<Part>${el('PartNumber', n)}${el('Size', p.end - p.start + 1)}${keptPartChecksumXml(kept, n)}</Part>`;
         last = n;
       }
       const paging = el('PartNumberMarker', marker) + el('NextPartNumberMarker', last) + el('MaxParts', limit) + el('IsTruncated', last < count);

@@ -7,7 +7,7 @@ import { createBucket } from '../domain/buckets.js';
 import { deleteEmptyBucket } from '../domain/bucket-deletion.js';
 import type { Bucket } from '../domain/models.js';
 import { toBucket } from '../domain/rows.js';
-import { S3Error } from './errors.js';
+import { S3Error, xmlEscape } from './errors.js';
 import { bucketNameProblem, isBucketId, resolveBucket } from './names.js';
 import { readSmallBody } from './payload.js';
 import { allowed, authorize, sendEmpty, sendXml, type S3Request } from './request.js';
@@ -126,7 +126,7 @@ export async function deleteBucketOp(r: S3Request, bucket: Bucket): Promise<void
 export async function getBucketLocationOp(r: S3Request, bucket: Bucket): Promise<void> {
   await authorize(r, 'bucket-read', { type: 'bucket', bucketId: bucket.id });
   // The region named at creation; empty for us-east-1 (or none), as S3 answers for it.
-  if (bucket.region) sendXml(r, `<?xml version="1.0" encoding="UTF-8"?>\n<LocationConstraint xmlns="http://s3.amazonaws.com/doc/2006-03-01/">${bucket.region}</LocationConstraint>`);
+  if (bucket.region) sendXml(r, doc('LocationConstraint', xmlEscape(bucket.region)));
   else sendXml(r, `<?xml version="1.0" encoding="UTF-8"?>\n<LocationConstraint xmlns="http://s3.amazonaws.com/doc/2006-03-01/"/>`);
 }
 

@@ -12,6 +12,7 @@ import { S3_PART_CHECKSUMS_KEY, type CompletionCheck, type ListedPart } from '..
 import { checksumTypesOf, compositeChecksum, fullObjectCrc, type ChecksumType } from './checksum-combine.js';
 import { algorithmOfHeader, CHECKSUM_ALGORITHMS, checksumHeaderName, parseChecksumAlgorithm, validateChecksumValue, type ChecksumAlgorithm } from './checksums.js';
 import { S3Error } from './errors.js';
+import { checksumHeadersSent } from './payload.js';
 import { header, type S3Request } from './request.js';
 import { el } from './xml.js';
 
@@ -87,27 +88,26 @@ export function partChecksumXml(text: string | null): string {
   return c ? el(`Checksum${c.algorithm}`, c.value) : '';
 }
 
-/** The object's checksum elements from its stored metadata (CompleteMultipartUploadResult). */
-export function objectChecksumXml(metadata: Record<string, string> | null | undefined): string {
+/** Checksum headers (readChecksumHeaders') as S3's elements: `<ChecksumCRC32>`…, then `<ChecksumType>` unless left out. */
+function checksumElements(headers: Record<string, string>, withType: boolean): string {
   let out = '';
   for (const alg of CHECKSUM_ALGORITHMS) {
-    const v = metadata?.[checksumHeaderName(alg)];
+    const v = headers[checksumHeaderName(alg)];
     if (v !== undefined) out += el(`Checksum${alg}`, v);
   }
-  const type = metadata?.['x-amz-checksum-type'];
-  return out && type ? out + el('ChecksumType', type) : out;
+  return out && withType ? out + el('ChecksumType', headers['x-amz-checksum-type']!) : out;
+}
+
+/** The object's checksum elements from its stored metadata (CompleteMultipartUploadResult, GetObjectAttributes). */
+export function objectChecksumXml(metadata: Record<string, string> | null | undefined): string {
+  return checksumElements(readChecksumHeaders(metadata ?? {}), true);
 }
 
 /** The object checksum a CompleteMultipartUpload sent in its headers, and its type; refuses an unknown or doubled one. */
 function completionHeaders(r: S3Request): { sent: { algorithm: ChecksumAlgorithm; value: string } | null; type: string | null; size: number | null } {
-  let sent: { algorithm: ChecksumAlgorithm; value: string } | null = null;
-  for (const name of r.headers.keys()) {
-    if (!name.startsWith('x-amz-checksum-') || name === 'x-amz-checksum-type' || name === 'x-amz-checksum-algorithm' || name === 'x-amz-checksum-mode') continue;
-    const algorithm = algorithmOfHeader(name);
-    if (!algorithm) throw new S3Error('InvalidRequest', `Unknown checksum algorithm in ${name}.`);
-    if (sent) throw new S3Error('InvalidRequest', 'Expecting a single x-amz-checksum- header. Multiple checksum Types are not allowed.');
-    sent = { algorithm, value: header(r, name)!.trim() };
-  }
+  const headers = checksumHeadersSent(r);
+  if (headers.length > 1) throw new S3Error('InvalidRequest', 'Expecting a single x-amz-checksum- header. Multiple checksum Types are not allowed.');
+  const sent = headers[0] ? { algorithm: headers[0][0], value: headers[0][1] } : null;
   const type = header(r, 'x-amz-checksum-type')?.trim().toUpperCase() ?? null;
   const sizeText = header(r, 'x-amz-mp-object-size')?.trim();
   if (sizeText !== undefined && !/^\d{1,15}$/.test(sizeText)) throw new S3Error('InvalidRequest', 'Value for x-amz-mp-object-size header is invalid.');
@@ -181,24 +181,32 @@ export function completionCheck(r: S3Request, declaredText: string | null | unde
  */
 export function readChecksumHeaders(meta: Record<string, string>, partNumber: number | null = null): Record<string, string> {
   const out: Record<string, string> = {};
-  const type = meta['x-amz-checksum-type'] ?? 'FULL_OBJECT';
-  for (const alg of CHECKSUM_ALGORITHMS) {
-    const name = checksumHeaderName(alg);
-    const v = meta[name];
-    if (v === undefined) continue;
-    if (partNumber === null) out[name] = v;
-    else {
-      const part = meta[S3_PART_CHECKSUMS_KEY]?.split(' ')[partNumber - 1];
-      if (part) out[name] = part;
+  if (partNumber === null) {
+    for (const alg of CHECKSUM_ALGORITHMS) {
+      const v = meta[checksumHeaderName(alg)];
+      if (v !== undefined) out[checksumHeaderName(alg)] = v;
     }
+  } else {
+    const kept = keptPartChecksums(meta);
+    const part = kept?.values[partNumber - 1];
+    if (kept && part) out[checksumHeaderName(kept.algorithm)] = part;
   }
-  if (Object.keys(out).length > 0) out['x-amz-checksum-type'] = type;
+  if (Object.keys(out).length > 0) out['x-amz-checksum-type'] = meta['x-amz-checksum-type'] ?? 'FULL_OBJECT';
   return out;
 }
 
+/**
+ * The parts' checksums kept with a multipart object, in part order, and their algorithm (the
+ * object's); null when none were kept. Read once for a listing of its parts.
+ */
+export function keptPartChecksums(meta: Record<string, string>): { algorithm: ChecksumAlgorithm; values: string[] } | null {
+  const text = meta[S3_PART_CHECKSUMS_KEY];
+  const algorithm = CHECKSUM_ALGORITHMS.find((a) => meta[checksumHeaderName(a)] !== undefined);
+  return text && algorithm ? { algorithm, values: text.split(' ') } : null;
+}
+
 /** One part's kept checksum as XML (`<ChecksumCRC32>…`), for GetObjectAttributes' parts; '' when none. */
-export function keptPartChecksumXml(meta: Record<string, string>, partNumber: number): string {
-  const h = readChecksumHeaders(meta, partNumber);
-  const alg = CHECKSUM_ALGORITHMS.find((a) => h[checksumHeaderName(a)] !== undefined);
-  return alg ? el(`Checksum${alg}`, h[checksumHeaderName(alg)]!) : '';
+export function keptPartChecksumXml(kept: ReturnType<typeof keptPartChecksums>, partNumber: number): string {
+  const v = kept?.values[partNumber - 1];
+  return kept && v ? el(`Checksum${kept.algorithm}`, v) : '';
 }

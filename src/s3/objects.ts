@@ -88,22 +88,21 @@ export async function writePrecondition(r: S3Request, bucketId: string): Promise
   const ifMatch = header(r, 'if-match');
   if (ifNoneMatch === undefined && ifMatch === undefined) return undefined;
   const p: { ifMatch?: Precondition['ifMatch']; ifNoneMatch?: Precondition['ifNoneMatch'] } = {};
-  const tagsOf = (list: string) => list.split(',').map((t) => t.trim().replace(/^W\//, '').replace(/^"|"$/g, '').toLowerCase());
-  const head = (ifMatch !== undefined || (ifNoneMatch !== undefined && !tagsOf(ifNoneMatch).includes('*'))) ? await findHeadWithMetadata(r.ctx.db, bucketId, r.key) : null;
+  const tagsOf = (list: string | undefined) => list?.split(',').map((t) => t.trim().replace(/^W\//, '').replace(/^"|"$/g, '').toLowerCase());
+  const noneTags = tagsOf(ifNoneMatch);
+  const matchTags = tagsOf(ifMatch);
+  // The head is needed to read a tag list (If-None-Match: * alone needs none).
+  const head = matchTags || (noneTags && !noneTags.includes('*')) ? await findHeadWithMetadata(r.ctx.db, bucketId, r.key) : null;
   const live = head?.version.file ? head : null;
   /** The domain's form of the given tags: the head's checksum for the one naming the head's S3 ETag. */
   const domainTags = (tags: string[]): string[] => {
     const current = live ? s3EtagOf(live.version, live.metadata).replace(/^"|"$/g, '').toLowerCase() : null;
     return tags.map((tag) => (tag === current ? `"${live!.version.file!.checksum ?? ''}"` : `"md5:${tag}"`));
   };
-  if (ifNoneMatch !== undefined) {
-    const tags = tagsOf(ifNoneMatch);
-    p.ifNoneMatch = tags.includes('*') ? '*' : domainTags(tags);
-  }
-  if (ifMatch !== undefined) {
+  if (noneTags) p.ifNoneMatch = noneTags.includes('*') ? '*' : domainTags(noneTags);
+  if (matchTags) {
     if (!live) throw new S3Error('NoSuchKey');
-    const tags = tagsOf(ifMatch);
-    p.ifMatch = tags.includes('*') ? '*' : domainTags(tags);
+    p.ifMatch = matchTags.includes('*') ? '*' : domainTags(matchTags);
   }
   return p;
 }

@@ -48,6 +48,21 @@ export interface Payload {
 /** Headers of the `x-amz-checksum-` family that are not checksums. */
 const NOT_CHECKSUMS = new Set(['x-amz-checksum-mode', 'x-amz-checksum-algorithm', 'x-amz-checksum-type']);
 
+/**
+ * The `x-amz-checksum-<algorithm>` headers a request carries, each algorithm with its value (trimmed,
+ * not yet checked); an `x-amz-checksum-` header naming no algorithm S3 knows is InvalidRequest.
+ */
+export function checksumHeadersSent(r: S3Request): [ChecksumAlgorithm, string][] {
+  const out: [ChecksumAlgorithm, string][] = [];
+  for (const name of r.headers.keys()) {
+    if (NOT_CHECKSUMS.has(name)) continue;
+    const alg = algorithmOfHeader(name);
+    if (alg) out.push([alg, header(r, name)!.trim()]);
+    else if (name.startsWith('x-amz-checksum-')) throw new S3Error('InvalidRequest', `Unknown checksum algorithm in ${name}.`);
+  }
+  return out;
+}
+
 /** Passes the decoded bytes through the hashers (a small body read whole: readSmallBody). */
 class Tap extends Transform {
   constructor(private readonly hashers: readonly ChecksumHasher[]) {
@@ -102,14 +117,7 @@ export async function openPayload(r: S3Request, opts: PayloadOptions = {}): Prom
 
   // Checksums: given in headers, announced as trailers, or only named (x-amz-sdk-checksum-algorithm: computed and stored).
   const wanted = new Map<ChecksumAlgorithm, { expected?: string; trailer?: string }>();
-  for (const name of r.headers.keys()) {
-    if (NOT_CHECKSUMS.has(name) || opts.checksumHeadersDescribeObject) continue;
-    const alg = algorithmOfHeader(name);
-    if (!alg) {
-      if (name.startsWith('x-amz-checksum-')) throw new S3Error('InvalidRequest', `Unknown checksum algorithm in ${name}.`);
-      continue;
-    }
-    const value = header(r, name)!.trim();
+  for (const [alg, value] of opts.checksumHeadersDescribeObject ? [] : checksumHeadersSent(r)) {
     const bad = validateChecksumValue(alg, value);
     if (bad) throw bad;
     wanted.set(alg, { expected: value });
