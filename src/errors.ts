@@ -73,6 +73,7 @@ export const ERRORS = {
   },
   BUCKET_NAME_TAKEN: { status: 409, message: 'Bucket name {name} is taken by another bucket.' },
   INVALID_BUCKET_NAME: { status: 400, message: 'Invalid bucket name: {reason}.' },
+  INVALID_CORS_CONFIGURATION: { status: 400, message: 'Invalid CORS configuration: {reason}.' },
   BUCKET_NOT_EMPTY: { status: 409, message: 'The bucket is not empty (it has versions or delete markers).' },
   ACCESS_KEY_NOT_FOUND: { status: 404, message: 'Access key {id} does not exist.' },
   SERVER_KEY_REQUIRED: {

@@ -311,6 +311,12 @@ const migrations: Record<string, (dialect: Dialect) => Migration> = {
       await db.schema.alterTable('buckets').addColumn('region', 'text').execute();
     },
   }),
+  /** A bucket's CORS configuration (its rules as JSON), set through the S3 door's PutBucketCors. */
+  '0012_bucket_cors': () => ({
+    async up(db: AnyDb) {
+      await db.schema.alterTable('buckets').addColumn('cors', 'text').execute();
+    },
+  }),
 };
 
 class StaticProvider implements MigrationProvider {

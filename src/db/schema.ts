@@ -32,6 +32,8 @@ export interface BucketTable {
   copies?: number | null;
   /** The region named when it was created through the S3 door (LocationConstraint), or null (0011_bucket_region). */
   region?: string | null;
+  /** The bucket's CORS rules as JSON (domain/bucket-cors.ts), or null for none (0012_bucket_cors). */
+  cors?: string | null;
   locked: number;
   deleted: number;
   created: number;

@@ -29,6 +29,7 @@ export async function createBucket(ctx: DomainContext, opts: { locationName?: st
     public_read: 0,
     copies: null,
     region: opts.region ?? null,
+    cors: null,
   };
   await ctx.db.insertInto('buckets').values(row).execute();
   return toBucket(row);

@@ -30,6 +30,7 @@ import { deleteObjectTaggingOp, getObjectTaggingOp, putObjectTaggingOp } from '.
 import { doorMetrics, type DoorMetrics } from '../http/metrics.js';
 import { s3OperationName } from './operation-name.js';
 import { unsupportedHeaderError } from './unsupported-headers.js';
+import { answerPreflight, applyCors, deleteBucketCorsOp, getBucketCorsOp, putBucketCorsOp } from './cors.js';
 import { abortMultipartUploadOp, completeMultipartUploadOp, createMultipartUploadOp, listMultipartUploadsOp, listPartsOp, uploadPartOp } from './multipart.js';
 
 /** The listings (ListObjects, ListObjectsV2, ListObjectVersions), built in listings.ts. */
@@ -37,11 +38,11 @@ export type ListingOperation = 'ListObjects' | 'ListObjectsV2' | 'ListObjectVers
 
 /**
  * Query subresources of S3 operations files-rest does not offer: answered NotImplemented.
- * (`versions`, `location`, `versioning`, `list-type`, `delete`, `uploads`, `uploadId` and an object's
- * `tagging` and `attributes` are handled.)
+ * (`versions`, `location`, `versioning`, `cors`, `list-type`, `delete`, `uploads`, `uploadId` and an
+ * object's `tagging` and `attributes` are handled.)
  */
 const UNSUPPORTED = new Set([
-  'acl', 'policy', 'policyStatus', 'lifecycle', 'cors', 'encryption', 'website', 'object-lock',
+  'acl', 'policy', 'policyStatus', 'lifecycle', 'encryption', 'website', 'object-lock',
   'replication', 'logging', 'notification', 'accelerate', 'requestPayment', 'ownershipControls', 'publicAccessBlock',
   'intelligent-tiering', 'inventory', 'metrics', 'analytics', 'legal-hold', 'retention', 'torrent', 'select', 'restore',
   'session', 'renameObject',
@@ -170,6 +171,10 @@ export class S3Door {
       const query = new URLSearchParams(rawQuery);
       operation = s3OperationName(req.method ?? 'GET', bucketName, key, query, UNSUPPORTED);
       resource = bucketName === '' ? '/' : `/${bucketName}${key ? `/${key}` : ''}`;
+      // A browser's preflight is never signed: answered from the bucket's CORS rules alone.
+      if (req.method === 'OPTIONS') return await answerPreflight(this.opts.ctx.db, this.opts.ctx.config, res, headers, query, bucketName);
+      // A request from a web page: the Access-Control-* headers its bucket's rules give, on any answer.
+      if (headers.has('origin')) await applyCors(this.opts.ctx.db, this.opts.ctx.config, req, res, headers, query, bucketName);
       const r = await this.authenticate(req, res, headers, requestId, rawPath, rawQuery, query, bucketName, key);
       await this.route(r);
     } catch (e) {
@@ -265,10 +270,16 @@ export class S3Door {
     }
     if (r.key === '') {
       if (r.query.has('tagging')) throw new S3Error('NotImplemented', `Bucket tagging (${m} ?tagging) is not supported by files-rest.`);
-      if (m === 'PUT' && !r.query.has('versioning')) return createBucketOp(r);
+      if (m === 'PUT' && !r.query.has('versioning') && !r.query.has('cors')) return createBucketOp(r);
       // POST to a bucket is PostObject (an HTML form's upload, signed inside the form), unless it is DeleteObjects.
       if (m === 'POST' && !r.query.has('delete')) throw new S3Error('NotImplemented', 'PostObject (browser form uploads, POST to a bucket) is not supported by files-rest; use PutObject or a presigned PUT URL.');
       const bucket = await this.bucketOf(r);
+      if (r.query.has('cors')) {
+        if (m === 'GET') return getBucketCorsOp(r, bucket);
+        if (m === 'PUT') return putBucketCorsOp(r, bucket);
+        if (m === 'DELETE') return deleteBucketCorsOp(r, bucket);
+        throw new S3Error('MethodNotAllowed');
+      }
       switch (m) {
         case 'HEAD':
           return headBucketOp(r, bucket);

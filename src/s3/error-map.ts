@@ -31,6 +31,7 @@ const TABLE: Partial<Record<ErrorCode, [S3ErrorCode, string?]>> = {
   BUCKET_NAME_TAKEN: ['BucketAlreadyExists'],
   BUCKET_NOT_EMPTY: ['BucketNotEmpty'],
   INVALID_BUCKET_NAME: ['InvalidBucketName'],
+  INVALID_CORS_CONFIGURATION: ['InvalidRequest'],
   INVALID_HEADER: ['InvalidArgument'],
   VALIDATION_ERROR: ['InvalidArgument'],
   FORBIDDEN: ['AccessDenied'],

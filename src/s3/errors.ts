@@ -26,6 +26,7 @@ export const S3_ERRORS = {
   ExpiredToken: { status: 400, message: 'The provided token has expired.' },
   // The request and its body
   InvalidArgument: { status: 400, message: 'Invalid Argument' },
+  BadRequest: { status: 400, message: 'Bad Request' },
   InvalidRequest: { status: 400, message: 'Invalid Request' },
   XAmzContentSHA256Mismatch: {
     status: 400,
@@ -53,6 +54,12 @@ export const S3_ERRORS = {
   NoSuchKey: { status: 404, message: 'The specified key does not exist.' },
   NoSuchUpload: { status: 404, message: 'The specified multipart upload does not exist.' },
   NoSuchVersion: { status: 404, message: 'The specified version does not exist.' },
+  NoSuchCORSConfiguration: { status: 404, message: 'The CORS configuration does not exist' },
+  AccessForbidden: {
+    status: 403,
+    message:
+      "CORSResponse: This CORS request is not allowed. This is usually because the evalution of Origin, request method / Access-Control-Request-Method or Access-Control-Request-Headers are not whitelisted by the resource's CORS spec.",
+  },
   MethodNotAllowed: { status: 405, message: 'The specified method is not allowed against this resource.' },
   BucketAlreadyExists: { status: 409, message: 'The requested bucket name is not available.' },
   BucketAlreadyOwnedByYou: { status: 409, message: 'Your previous request to create the named bucket succeeded and you already own it.' },

@@ -5,8 +5,10 @@
  */
 export function s3OperationName(method: string, bucketName: string, key: string, query: URLSearchParams, unsupported: ReadonlySet<string>): string {
   for (const name of query.keys()) if (unsupported.has(name)) return 'Unsupported';
+  if (method === 'OPTIONS') return 'PreflightRequest';
   if (bucketName === '') return method === 'GET' ? 'ListBuckets' : 'Unknown';
   if (key === '') {
+    if (query.has('cors')) return method === 'GET' ? 'GetBucketCors' : method === 'PUT' ? 'PutBucketCors' : method === 'DELETE' ? 'DeleteBucketCors' : 'Unknown';
     switch (method) {
       case 'PUT':
         return query.has('versioning') ? 'PutBucketVersioning' : 'CreateBucket';
