@@ -1,5 +1,5 @@
 // The S3 door's operational gaps closed: FILES_REST_BODY_IDLE_TIMEOUT cuts a stalled S3 upload (a
-// PutObject, an UploadPart) as it cuts a REST one (RequestTimeout, connection closed, nothing stored), and S3 requests are counted
+// PutObject, an UploadPart, a PostObject form) as it cuts a REST one (RequestTimeout, connection closed, nothing stored), and S3 requests are counted
 // in the main port's /metrics by operation and status, with the bytes received and sent.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -78,6 +78,23 @@ describe('S3 door: idle uploads and metrics', () => {
     assert.equal(Number(row.size), 0, 'the part\'s reservation was released');
   });
 
+  it('a PostObject form that stalls before its file part, or within it, is cut the same way; nothing stored', async () => {
+    await fileRemovalsSettled(t);
+    const before = await storedFiles(t);
+    const port = Number(new URL(t.s3Url).port);
+    const fields = '--b\r\ncontent-disposition: form-data; name="key"\r\n\r\nposted.bin\r\n';
+    for (const sent of [fields, `${fields}--b\r\ncontent-disposition: form-data; name="file"; filename="f"\r\n\r\nten bytes.`]) {
+      const head = requestHead('POST', '/idle', [['Host', 'h'], ['Content-Type', 'multipart/form-data; boundary=b'], ['Content-Length', '100000']]);
+      const r = await rawExchange(port, Buffer.concat([head, Buffer.from(sent)]), { waitMs: 10_000, hardMs: 20_000 });
+      assert.equal(r.gaveUp, false, 'the server answered by itself');
+      assert.equal(r.status, 400, r.body);
+      assert.match(r.body, /<Code>RequestTimeout<\/Code>/);
+      assert.equal(r.headers.connection, 'close');
+    }
+    assert.deepEqual(await storedFiles(t), before);
+    assert.equal((await fetch(`${t.s3Url}/idle/posted.bin`)).status, 404);
+  });
+
   it('a refused request with a small body still being sent: the answer comes, the rest of the body is dropped, the connection serves the next request', async () => {
     const port = Number(new URL(t.s3Url).port);
     const body = Buffer.alloc(2000, 0x61);
@@ -93,11 +110,11 @@ describe('S3 door: idle uploads and metrics', () => {
       });
       sock.on('end', () => resolve(got));
       sock.on('error', reject);
-      // PostObject (a form POST to a bucket) is refused before its body is read.
-      sock.write(`POST /idle HTTP/1.1\r\nHost: h\r\nContent-Type: multipart/form-data; boundary=x\r\nContent-Length: ${body.length}\r\n\r\n`);
+      // A POST to a bucket that is not a form is refused (412) before its body is read.
+      sock.write(`POST /idle HTTP/1.1\r\nHost: h\r\nContent-Type: application/octet-stream\r\nContent-Length: ${body.length}\r\n\r\n`);
       sock.write(body.subarray(0, 1000));
     });
-    assert.match(answers, /^HTTP\/1\.1 501 /);
+    assert.match(answers, /^HTTP\/1\.1 412 /);
     assert.doesNotMatch(answers.split('</Error>')[0]!, /connection: close/i);
     assert.match(answers, /HTTP\/1\.1 200 [\s\S]*<ListBucketResult/, 'the connection served the next request');
   });

@@ -11,7 +11,8 @@ import type { Logger } from 'pino';
 import type { PermissionPolicy } from '../auth/permissions.js';
 import type { DomainContext } from '../domain/context.js';
 import type { Bucket } from '../domain/models.js';
-import { cachedAccessKey, lookupAccessKey, rememberAccessKey } from './access-keys.js';
+import { cachedAccessKey, lookupAccessKey, rememberAccessKey, type UsableAccessKey } from './access-keys.js';
+import { isFormUpload, postObjectOp } from './post-object.js';
 import { createBucketOp, deleteBucketOp, getBucketLocationOp, getBucketVersioningOp, headBucketOp, listBucketsOp, putBucketVersioningOp } from './buckets.js';
 import { isS3Error, S3Error } from './errors.js';
 import { toS3Error } from './error-map.js';
@@ -19,7 +20,7 @@ import { isBucketId, resolveBucket } from './names.js';
 import { findLiveBucketWithHead } from '../domain/objects.js';
 import { deleteObjectOp, getObjectOp, headersOf, putObjectOp } from './objects.js';
 import { getObjectAttributesOp } from './attributes.js';
-import { authorize, sendError, type S3Request } from './request.js';
+import { authorize, header, sendError, type S3Request } from './request.js';
 import { loadServerKeys, type ServerKeys } from '../auth/server-key.js';
 import { headersFromRaw, parseSigV4, verifySigV4, type RequestHeaders } from './sigv4.js';
 import { percentDecodeBytes } from './uri.js';
@@ -219,15 +220,14 @@ export class S3Door {
     let auth = null;
     let identity = null;
     if (parsed !== null) {
-      const db = this.opts.ctx.db;
       const now = Date.now();
-      const cached = cachedAccessKey(db, this.keys, parsed.accessKeyId, now);
-      const found = cached ?? (await lookupAccessKey(db, this.keys, parsed.accessKeyId));
+      const cached = cachedAccessKey(this.opts.ctx.db, this.keys, parsed.accessKeyId, now);
+      const found = cached ?? (await lookupAccessKey(this.opts.ctx.db, this.keys, parsed.accessKeyId));
       if (!found) throw new S3Error('InvalidAccessKeyId', undefined, { AWSAccessKeyId: parsed.accessKeyId });
       const verified = verifySigV4(parsed, found.secret, new Date(now));
       if (isS3Error(verified)) throw verified;
       // Cached only once it has signed a request correctly.
-      if (!cached) rememberAccessKey(db, this.keys!, parsed.accessKeyId, found, this.opts.ctx.config.s3KeyCacheSeconds * 1000, now);
+      if (!cached) this.remember(parsed.accessKeyId, found, now);
       auth = verified;
       identity = found.identity;
     }
@@ -246,7 +246,23 @@ export class S3Door {
       headers,
       auth,
       identity,
+      findAccessKey: (accessKeyId) => this.findAccessKey(accessKeyId),
     };
+  }
+
+  private remember(accessKeyId: string, key: UsableAccessKey, now: number): void {
+    rememberAccessKey(this.opts.ctx.db, this.keys!, accessKeyId, key, this.opts.ctx.config.s3KeyCacheSeconds * 1000, now);
+  }
+
+  /**
+   * An access key for a signature carried in the body (PostObject's form): from the cache, else the
+   * database. The caller checks the signature; such a key is not added to the cache.
+   */
+  private async findAccessKey(accessKeyId: string): Promise<UsableAccessKey | null> {
+    const now = Date.now();
+    const cached = cachedAccessKey(this.opts.ctx.db, this.keys, accessKeyId, now);
+    if (cached) return cached;
+    return lookupAccessKey(this.opts.ctx.db, this.keys, accessKeyId);
   }
 
   private async bucketOf(r: S3Request): Promise<Bucket> {
@@ -272,7 +288,9 @@ export class S3Door {
       if (r.query.has('tagging')) throw new S3Error('NotImplemented', `Bucket tagging (${m} ?tagging) is not supported by files-rest.`);
       if (m === 'PUT' && !r.query.has('versioning') && !r.query.has('cors')) return createBucketOp(r);
       // POST to a bucket is PostObject (an HTML form's upload, signed inside the form), unless it is DeleteObjects.
-      if (m === 'POST' && !r.query.has('delete')) throw new S3Error('NotImplemented', 'PostObject (browser form uploads, POST to a bucket) is not supported by files-rest; use PutObject or a presigned PUT URL.');
+      if (m === 'POST' && !r.query.has('delete') && !isFormUpload(header(r, 'content-type'))) {
+        throw new S3Error('PreconditionFailed', 'Bucket POST must be of the enclosure-type multipart/form-data', { Condition: 'Bucket POST must be of the enclosure-type multipart/form-data' });
+      }
       const bucket = await this.bucketOf(r);
       if (r.query.has('cors')) {
         if (m === 'GET') return getBucketCorsOp(r, bucket);
@@ -288,7 +306,7 @@ export class S3Door {
         case 'PUT':
           return putBucketVersioningOp(r, bucket);
         case 'POST':
-          return deleteObjectsOp(r, bucket);
+          return r.query.has('delete') ? deleteObjectsOp(r, bucket) : postObjectOp(r, bucket);
         case 'GET': {
           if (r.query.has('delete')) throw new S3Error('MethodNotAllowed', 'DeleteObjects (?delete) is a POST.');
           if (r.query.has('uploads')) return listMultipartUploadsOp(r, bucket);

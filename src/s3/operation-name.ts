@@ -16,6 +16,8 @@ export function s3OperationName(method: string, bucketName: string, key: string,
         return 'HeadBucket';
       case 'DELETE':
         return 'DeleteBucket';
+      case 'POST':
+        return query.has('delete') ? 'DeleteObjects' : 'PostObject';
       case 'GET':
         if (query.has('location')) return 'GetBucketLocation';
         if (query.has('versioning')) return 'GetBucketVersioning';

@@ -7,6 +7,7 @@ import type { Logger } from 'pino';
 import { decide, type Identity, type PermissionPolicy, type Resource } from '../auth/permissions.js';
 import type { Action } from '../auth/actions.js';
 import type { DomainContext } from '../domain/context.js';
+import type { UsableAccessKey } from './access-keys.js';
 import { renderS3ErrorXml, S3Error } from './errors.js';
 import { headerText, type RequestHeaders, type VerifiedSigV4 } from './sigv4.js';
 
@@ -30,6 +31,8 @@ export interface S3Request {
   /** The verified SigV4 credential, null for an anonymous request. */
   readonly auth: VerifiedSigV4 | null;
   readonly identity: Identity | null;
+  /** An access key by its id (cached), or null: for credentials carried in the body (PostObject). */
+  readonly findAccessKey: (accessKeyId: string) => Promise<UsableAccessKey | null>;
 }
 
 const continued = new WeakSet<ServerResponse>();

@@ -72,10 +72,8 @@ export async function getObjectTaggingOp(r: S3Request, bucket: Bucket): Promise<
   sendXml(r, doc('Tagging', `<TagSet>${set}</TagSet>`), 200, { 'x-amz-version-id': v.versionId });
 }
 
-export async function putObjectTaggingOp(r: S3Request, bucket: Bucket): Promise<void> {
-  const versionId = versionIdOf(r);
-  await authorize(r, 'bucket-update', { type: 'object', bucketId: bucket.id, key: r.key, ...(versionId ? { id: versionId } : {}) });
-  const body = (await readSmallBody(r)).toString('utf8');
+/** A `<Tagging><TagSet>…</TagSet></Tagging>` document's tags (PutObjectTagging's body, PostObject's `tagging` field). */
+export function parseTagging(body: string): Record<string, string> {
   const root = parseXml(body);
   if (root.name !== 'Tagging') throw new S3Error('MalformedXML');
   const sets = root.children.filter((c) => c.name === 'TagSet');
@@ -88,7 +86,14 @@ export async function putObjectTaggingOp(r: S3Request, bucket: Bucket): Promise<
     if (k.length !== 1 || v.length !== 1) throw new S3Error('MalformedXML');
     pairs.push([k[0]!.text, v[0]!.text]);
   }
-  const saved = await setVersionTags(r.ctx, { bucketId: bucket.id, key: r.key, versionId }, checkTagSet(pairs)).catch(notFound(versionId));
+  return checkTagSet(pairs);
+}
+
+export async function putObjectTaggingOp(r: S3Request, bucket: Bucket): Promise<void> {
+  const versionId = versionIdOf(r);
+  await authorize(r, 'bucket-update', { type: 'object', bucketId: bucket.id, key: r.key, ...(versionId ? { id: versionId } : {}) });
+  const tags = parseTagging((await readSmallBody(r)).toString('utf8'));
+  const saved = await setVersionTags(r.ctx, { bucketId: bucket.id, key: r.key, versionId }, tags).catch(notFound(versionId));
   sendEmpty(r, 200, { 'x-amz-version-id': saved.versionId });
 }
 
