@@ -26,7 +26,6 @@ import {
   PutObjectCommand,
   PutObjectTaggingCommand,
   S3Client,
-  S3ServiceException,
 } from '@aws-sdk/client-s3';
 import { SignatureV4 } from '@smithy/signature-v4';
 import { Sha256 } from '@smithy/core/checksum';
@@ -38,21 +37,13 @@ import { resolveBucket } from '../src/s3/names.js';
 import { createAccessKey } from '../src/s3/access-keys.js';
 import { requireServerKeys } from '../src/auth/server-key.js';
 import { fileRemovalsSettled, startTestServer, storedFiles, testStorage, type TestServer } from './support/server.js';
+import { s3Code } from './support/s3-door.js';
 
 const AWS_CLI = '/usr/bin/aws';
 const SERVER_KEY = randomBytes(32).toString('base64');
 
 const md5 = (b: Buffer | string) => createHash('md5').update(b).digest('hex');
 
-async function s3Code(p: Promise<unknown>): Promise<{ name: string; status: number | undefined }> {
-  try {
-    await p;
-  } catch (e) {
-    if (e instanceof S3ServiceException) return { name: e.name, status: e.$metadata.httpStatusCode };
-    throw e;
-  }
-  assert.fail('expected an S3 error');
-}
 
 function run(cmd: string, args: string[], env: Record<string, string>): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {

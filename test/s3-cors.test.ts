@@ -19,7 +19,6 @@ import {
   PutBucketCorsCommand,
   PutObjectCommand,
   S3Client,
-  S3ServiceException,
 } from '@aws-sdk/client-s3';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import type { BrowserContext } from 'playwright-core';
@@ -27,20 +26,12 @@ import { createAccessKey } from '../src/s3/access-keys.js';
 import { requireServerKeys } from '../src/auth/server-key.js';
 import { matchCorsRule } from '../src/s3/cors.js';
 import { startTestServer, type TestServer } from './support/server.js';
+import { s3Code } from './support/s3-door.js';
 import { findOrInstall, type Found } from './support/system.js';
 
 const SERVER_KEY = randomBytes(32).toString('base64');
 const AWS_CLI = '/usr/bin/aws';
 
-async function s3Error(p: Promise<unknown>): Promise<{ name: string; status: number | undefined }> {
-  try {
-    await p;
-  } catch (e) {
-    if (e instanceof S3ServiceException) return { name: e.name, status: e.$metadata.httpStatusCode };
-    throw e;
-  }
-  assert.fail('expected an S3 error');
-}
 
 async function startKeyed(env: Record<string, string> = {}) {
   const t = await startTestServer({ FILES_REST_S3_PORT: 'auto', FILES_REST_PERMISSION_FACTORY: 'token', FILES_REST_SERVER_KEY: SERVER_KEY, ...env });
@@ -95,7 +86,7 @@ describe('S3 door: CORS', () => {
 
   it('PutBucketCors, GetBucketCors and DeleteBucketCors through the SDK; none set is NoSuchCORSConfiguration', async () => {
     await s3.send(new CreateBucketCommand({ Bucket: 'cors-config' }));
-    assert.deepEqual(await s3Error(s3.send(new GetBucketCorsCommand({ Bucket: 'cors-config' }))), { name: 'NoSuchCORSConfiguration', status: 404 });
+    assert.deepEqual(await s3Code(s3.send(new GetBucketCorsCommand({ Bucket: 'cors-config' }))), { name: 'NoSuchCORSConfiguration', status: 404 });
     const CORSRules = [
       { ID: 'uploads', AllowedOrigins: ['https://app.example.org'], AllowedMethods: ['PUT', 'POST'], AllowedHeaders: ['*'], ExposeHeaders: ['ETag'], MaxAgeSeconds: 3000 },
       { AllowedOrigins: ['*'], AllowedMethods: ['GET', 'HEAD'] },
@@ -104,7 +95,7 @@ describe('S3 door: CORS', () => {
     const got = await s3.send(new GetBucketCorsCommand({ Bucket: 'cors-config' }));
     assert.deepEqual(got.CORSRules, [CORSRules[0], { ...CORSRules[1] }]);
     await s3.send(new DeleteBucketCorsCommand({ Bucket: 'cors-config' }));
-    assert.equal((await s3Error(s3.send(new GetBucketCorsCommand({ Bucket: 'cors-config' })))).name, 'NoSuchCORSConfiguration');
+    assert.equal((await s3Code(s3.send(new GetBucketCorsCommand({ Bucket: 'cors-config' })))).name, 'NoSuchCORSConfiguration');
   });
 
   it('a configuration S3 refuses is refused, and the one set before stays', async () => {
@@ -116,10 +107,10 @@ describe('S3 door: CORS', () => {
       { AllowedOrigins: ['https://*.*.example'], AllowedMethods: ['GET'] },
       { AllowedOrigins: ['https://a.example'], AllowedMethods: ['GET'], AllowedHeaders: ['x-*-*'] },
     ]) {
-      assert.deepEqual(await s3Error(s3.send(new PutBucketCorsCommand({ Bucket: 'cors-invalid', CORSConfiguration: { CORSRules: [rule] } }))), { name: 'InvalidRequest', status: 400 });
+      assert.deepEqual(await s3Code(s3.send(new PutBucketCorsCommand({ Bucket: 'cors-invalid', CORSConfiguration: { CORSRules: [rule] } }))), { name: 'InvalidRequest', status: 400 });
     }
     const tooMany = Array.from({ length: 101 }, () => ({ AllowedOrigins: ['*'], AllowedMethods: ['GET'] }));
-    assert.equal((await s3Error(s3.send(new PutBucketCorsCommand({ Bucket: 'cors-invalid', CORSConfiguration: { CORSRules: tooMany } })))).name, 'InvalidRequest');
+    assert.equal((await s3Code(s3.send(new PutBucketCorsCommand({ Bucket: 'cors-invalid', CORSConfiguration: { CORSRules: tooMany } })))).name, 'InvalidRequest');
     const got = await s3.send(new GetBucketCorsCommand({ Bucket: 'cors-invalid' }));
     assert.deepEqual(got.CORSRules, keep);
     // Malformed XML, signed by hand through the SDK's middleware-free path: a raw body the SDK would not build.

@@ -26,7 +26,6 @@ import {
   ListObjectVersionsCommand,
   PutObjectCommand,
   S3Client,
-  S3ServiceException,
 } from '@aws-sdk/client-s3';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import { SignatureV4 } from '@smithy/signature-v4';
@@ -36,6 +35,7 @@ import { createBucket, getLiveBucket } from '../src/domain/buckets.js';
 import { createAccessKey } from '../src/s3/access-keys.js';
 import { requireServerKeys } from '../src/auth/server-key.js';
 import { fileRemovalsSettled, startTestServer, storedFiles, type TestServer } from './support/server.js';
+import { s3Code } from './support/s3-door.js';
 
 const AWS_CLI = '/usr/bin/aws';
 const SERVER_KEY = randomBytes(32).toString('base64');
@@ -45,15 +45,6 @@ function client(t: TestServer, id: string, secret: string, extra: Record<string,
   return new S3Client({ endpoint: t.s3Url, region: 'eu-central-1', forcePathStyle: true, credentials: { accessKeyId: id, secretAccessKey: secret }, ...extra });
 }
 
-async function s3Code(p: Promise<unknown>): Promise<{ name: string; status: number | undefined }> {
-  try {
-    await p;
-  } catch (e) {
-    if (e instanceof S3ServiceException) return { name: e.name, status: e.$metadata.httpStatusCode };
-    throw e;
-  }
-  assert.fail('expected an S3 error');
-}
 
 function md5(b: Buffer): string {
   return createHash('md5').update(b).digest('hex');

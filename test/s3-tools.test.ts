@@ -29,13 +29,13 @@ import {
   ListObjectVersionsCommand,
   PutObjectCommand,
   S3Client,
-  S3ServiceException,
   UploadPartCommand,
 } from '@aws-sdk/client-s3';
 import { createBucket } from '../src/domain/buckets.js';
 import { createAccessKey } from '../src/s3/access-keys.js';
 import { requireServerKeys } from '../src/auth/server-key.js';
 import { startTestServer, testStorage, type TestServer } from './support/server.js';
+import { s3Code } from './support/s3-door.js';
 import { findOrInstall } from './support/system.js';
 
 const SERVER_KEY = randomBytes(32).toString('base64');
@@ -73,15 +73,6 @@ function multipartEtag(parts: Buffer[]): string {
   return `"${h.digest('hex')}-${parts.length}"`;
 }
 
-async function s3Code(p: Promise<unknown>): Promise<{ name: string; status: number | undefined }> {
-  try {
-    await p;
-  } catch (e) {
-    if (e instanceof S3ServiceException) return { name: e.name, status: e.$metadata.httpStatusCode };
-    throw e;
-  }
-  assert.fail('expected an S3 error');
-}
 
 /** Every file under `dir`, as relative path → content. */
 async function readTree(dir: string): Promise<Map<string, Buffer>> {
