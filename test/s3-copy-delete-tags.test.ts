@@ -243,6 +243,34 @@ describe('S3 CopyObject, DeleteObjects, tagging', () => {
     assert.equal(bad.status, 400);
   });
 
+  it('CopyObject with x-amz-checksum-algorithm: the copy gets that checksum of its bytes (computed, or the source\'s own when it describes the whole object)', async () => {
+    await s3.send(new CreateBucketCommand({ Bucket: 'copy-checksums' }));
+    const body = randomBytes(300_000);
+    const sha256 = createHash('sha256').update(body).digest('base64');
+    // The SDK's default: a CRC32 of the whole object, stored with it.
+    const put = await s3.send(new PutObjectCommand({ Bucket: 'copy-checksums', Key: 'src.bin', Body: body }));
+    assert.ok(put.ChecksumCRC32);
+    const copied = await s3.send(new CopyObjectCommand({ Bucket: 'copy-checksums', Key: 'sha.bin', CopySource: 'copy-checksums/src.bin', ChecksumAlgorithm: 'SHA256' }));
+    assert.equal(copied.CopyObjectResult?.ChecksumSHA256, sha256);
+    let got = await s3.send(new GetObjectCommand({ Bucket: 'copy-checksums', Key: 'sha.bin', ChecksumMode: 'ENABLED' }));
+    assert.equal(got.ChecksumSHA256, sha256);
+    assert.equal(got.ChecksumCRC32, undefined, 'only the checksum asked for');
+    assert.ok(Buffer.from(await got.Body!.transformToByteArray()).equals(body));
+    // The same algorithm as the source's: the source's value.
+    const same = await s3.send(new CopyObjectCommand({ Bucket: 'copy-checksums', Key: 'crc.bin', CopySource: 'copy-checksums/src.bin', ChecksumAlgorithm: 'CRC32' }));
+    assert.equal(same.CopyObjectResult?.ChecksumCRC32, put.ChecksumCRC32);
+    // REPLACE metadata: computed all the same.
+    const replaced = await s3.send(new CopyObjectCommand({ Bucket: 'copy-checksums', Key: 'crc-replaced.bin', CopySource: 'copy-checksums/src.bin', ChecksumAlgorithm: 'CRC32', MetadataDirective: 'REPLACE', ContentType: 'application/x-test' }));
+    assert.equal(replaced.CopyObjectResult?.ChecksumCRC32, put.ChecksumCRC32);
+    got = await s3.send(new GetObjectCommand({ Bucket: 'copy-checksums', Key: 'crc-replaced.bin', ChecksumMode: 'ENABLED' }));
+    assert.equal(got.ChecksumCRC32, put.ChecksumCRC32);
+    await got.Body!.transformToByteArray();
+    // An algorithm S3 does not have.
+    const bad = await signed('PUT', '/copy-checksums/bad.bin', {}, { 'x-amz-copy-source': '/copy-checksums/src.bin', 'x-amz-checksum-algorithm': 'MD5' });
+    assert.equal(bad.status, 400);
+    assert.match(await bad.text(), /<Code>InvalidRequest<\/Code>/);
+  });
+
   it('DeleteObjects: 1000 keys in one request, verbose and quiet, existing, missing and version-addressed keys, an error per key', async () => {
     const ctx = t.server.core.ctx;
     await s3.send(new CreateBucketCommand({ Bucket: 'bulk' }));

@@ -9,6 +9,8 @@ import { chooseMimetype } from '../domain/mimetype.js';
 import type { Bucket, ObjectVersion } from '../domain/models.js';
 import { findHead, findVersion, getVersionMetadata } from '../domain/objects.js';
 import { S3_INTERNAL_KEYS } from '../domain/s3-uploads.js';
+import { contentStream, openContent, servableFile } from '../domain/reads.js';
+import { CHECKSUM_ALGORITHMS, checksumHeaderName, createChecksumHasher, parseChecksumAlgorithm, type ChecksumAlgorithm } from './checksums.js';
 import { S3Error } from './errors.js';
 import { resolveBucket } from './names.js';
 import { dateSeconds, etagMatches, etagOf, metadataOf, s3EtagOf, writePrecondition } from './objects.js';
@@ -68,6 +70,32 @@ function checkSourceConditions(r: S3Request, source: ObjectVersion, etag: string
   }
 }
 
+/**
+ * `x-amz-checksum-algorithm` on a copy: the copy gets that algorithm's checksum of its bytes, as S3
+ * computes it. The source's own checksum of that algorithm is taken when it describes the whole
+ * object; otherwise the source's bytes are read and hashed. Null when the request asks for none.
+ */
+async function requestedChecksum(
+  r: S3Request,
+  source: ObjectVersion,
+  metadata: Record<string, string>,
+): Promise<{ algorithm: ChecksumAlgorithm; header: string; value: string } | null> {
+  const text = header(r, 'x-amz-checksum-algorithm');
+  if (text === undefined) return null;
+  const algorithm = parseChecksumAlgorithm(text.trim());
+  if (!algorithm) throw new S3Error('InvalidRequest', `Checksum algorithm ${text} is not supported (supported: ${CHECKSUM_ALGORITHMS.join(', ')}).`);
+  const name = checksumHeaderName(algorithm);
+  const kept = metadata['x-amz-checksum-type'] !== 'COMPOSITE' ? metadata[name] : undefined;
+  if (kept !== undefined) return { algorithm, header: name, value: kept };
+  const hasher = await createChecksumHasher(algorithm);
+  const file = servableFile(r.ctx, source);
+  const content = await openContent(r.ctx, file, null);
+  if (content.kind !== 'empty') {
+    for await (const chunk of contentStream(r.ctx, file, content)) hasher.update(chunk as Buffer);
+  }
+  return { algorithm, header: name, value: hasher.digest() };
+}
+
 export async function copyObjectOp(r: S3Request, bucket: Bucket): Promise<void> {
   const src = parseCopySource(header(r, 'x-amz-copy-source')!);
   const metaDirective = directive(r, 'x-amz-metadata-directive');
@@ -114,6 +142,12 @@ export async function copyObjectOp(r: S3Request, bucket: Bucket): Promise<void> 
     mimetype = source.mimetype ?? chooseMimetype(r.key, undefined);
   }
   const tags = tagDirective === 'REPLACE' ? (taggingHeader(r) ?? {}) : source.tags;
+  const checksum = await requestedChecksum(r, source, metadata);
+  if (checksum) {
+    for (const k of Object.keys(metadata)) if (k.startsWith('x-amz-checksum-')) delete metadata[k];
+    metadata[checksum.header] = checksum.value;
+    metadata['x-amz-checksum-type'] = 'FULL_OBJECT';
+  }
 
   const abort = new AbortController();
   const onClose = () => abort.abort();
@@ -124,6 +158,7 @@ export async function copyObjectOp(r: S3Request, bucket: Bucket): Promise<void> 
   } finally {
     r.res.off('close', onClose);
   }
-  const body = doc('CopyObjectResult', el('LastModified', new Date(Math.floor(version.created / 1000)).toISOString()) + el('ETag', etagOf(version)));
+  const checksumXml = checksum ? el(`Checksum${checksum.algorithm}`, checksum.value) + el('ChecksumType', 'FULL_OBJECT') : '';
+  const body = doc('CopyObjectResult', el('LastModified', new Date(Math.floor(version.created / 1000)).toISOString()) + el('ETag', etagOf(version)) + checksumXml);
   sendXml(r, body, 200, { 'x-amz-version-id': version.versionId, 'x-amz-copy-source-version-id': source.versionId });
 }
