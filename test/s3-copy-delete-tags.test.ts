@@ -271,6 +271,44 @@ describe('S3 CopyObject, DeleteObjects, tagging', () => {
     assert.match(await bad.text(), /<Code>InvalidRequest<\/Code>/);
   });
 
+  it('conditional deletes: If-Match, x-amz-if-match-last-modified-time and -size on DeleteObject and per entry of DeleteObjects; refused, nothing deleted', async () => {
+    await s3.send(new CreateBucketCommand({ Bucket: 'cond-delete' }));
+    const put = await s3.send(new PutObjectCommand({ Bucket: 'cond-delete', Key: 'k', Body: 'twelve bytes' }));
+    const head = await s3.send(new HeadObjectCommand({ Bucket: 'cond-delete', Key: 'k' }));
+    const refused = async (p: Promise<unknown>) => assert.deepEqual(await s3Code(p), { name: 'PreconditionFailed', status: 412 });
+    await refused(s3.send(new DeleteObjectCommand({ Bucket: 'cond-delete', Key: 'k', IfMatch: '"0123456789abcdef0123456789abcdef"' })));
+    await refused(s3.send(new DeleteObjectCommand({ Bucket: 'cond-delete', Key: 'k', IfMatchLastModifiedTime: new Date('2015-01-01T00:00:00Z') })));
+    await refused(s3.send(new DeleteObjectCommand({ Bucket: 'cond-delete', Key: 'k', IfMatchSize: 13 })));
+    await refused(s3.send(new DeleteObjectCommand({ Bucket: 'cond-delete', Key: 'k', VersionId: put.VersionId, IfMatchSize: 13 })));
+    // Still there, unchanged.
+    assert.equal((await s3.send(new HeadObjectCommand({ Bucket: 'cond-delete', Key: 'k' }))).VersionId, put.VersionId);
+    // All three holding: a delete marker.
+    const done = await s3.send(new DeleteObjectCommand({ Bucket: 'cond-delete', Key: 'k', IfMatch: put.ETag, IfMatchLastModifiedTime: head.LastModified, IfMatchSize: 12 }));
+    assert.equal(done.DeleteMarker, true);
+    // The current version is that delete marker now: it has no ETag.
+    await refused(s3.send(new DeleteObjectCommand({ Bucket: 'cond-delete', Key: 'k', IfMatch: put.ETag })));
+    // A version by id, with its ETag: that version goes.
+    const v = await s3.send(new DeleteObjectCommand({ Bucket: 'cond-delete', Key: 'k', VersionId: put.VersionId, IfMatch: put.ETag }));
+    assert.equal(v.VersionId, put.VersionId);
+    // A key that never had anything: deleted already, no delete marker placed.
+    await s3.send(new DeleteObjectCommand({ Bucket: 'cond-delete', Key: 'never', IfMatch: '*' }));
+    const listed = await s3.send(new ListObjectVersionsCommand({ Bucket: 'cond-delete', Prefix: 'never' }));
+    assert.equal((listed.DeleteMarkers ?? []).length, 0);
+    // DeleteObjects: an entry whose condition fails is an Error for its key; the others go.
+    const a = await s3.send(new PutObjectCommand({ Bucket: 'cond-delete', Key: 'a', Body: 'a' }));
+    await s3.send(new PutObjectCommand({ Bucket: 'cond-delete', Key: 'b', Body: 'bb' }));
+    const res = await s3.send(
+      new DeleteObjectsCommand({ Bucket: 'cond-delete', Delete: { Objects: [{ Key: 'a', ETag: a.ETag, Size: 1 }, { Key: 'b', ETag: '"ffffffffffffffffffffffffffffffff"' }, { Key: 'b', Size: 3 }] } }),
+    );
+    assert.deepEqual(res.Deleted?.map((d) => d.Key), ['a']);
+    assert.deepEqual(res.Errors?.map((e) => [e.Key, e.Code]), [['b', 'PreconditionFailed'], ['b', 'PreconditionFailed']]);
+    assert.equal((await s3.send(new HeadObjectCommand({ Bucket: 'cond-delete', Key: 'b' }))).ContentLength, 2);
+    // A condition that cannot be read.
+    const bad = await signed('DELETE', '/cond-delete/b', {}, { 'x-amz-if-match-size': 'many' });
+    assert.equal(bad.status, 400);
+    assert.match(await bad.text(), /<Code>InvalidArgument<\/Code>/);
+  });
+
   it('DeleteObjects: 1000 keys in one request, verbose and quiet, existing, missing and version-addressed keys, an error per key', async () => {
     const ctx = t.server.core.ctx;
     await s3.send(new CreateBucketCommand({ Bucket: 'bulk' }));

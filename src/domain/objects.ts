@@ -477,13 +477,19 @@ export async function softDeleteObject(ctx: DomainContext, bucketId: string, key
  * upload's). `deleted` is the live version it hid, or null. The REST door's soft delete keeps
  * invenio's answer for a key with nothing live ({@link softDeleteObject}: OBJECT_NOT_FOUND).
  */
-export async function placeDeleteMarker(ctx: DomainContext, bucketId: string, key: string): Promise<{ deleted: ObjectVersion | null; marker: ObjectVersion }> {
+export async function placeDeleteMarker(
+  ctx: DomainContext,
+  bucketId: string,
+  key: string,
+  opts: { check?: DeleteCheck } = {},
+): Promise<{ deleted: ObjectVersion | null; marker: ObjectVersion }> {
   validateKey(key, ctx.config.objectKeyMaxLen);
   const now = nowMicros();
   const markerId = newId();
   const result = await transaction(ctx.db, async (tx) => {
     const bucket = await lockBucketForWrite(tx, bucketId);
     const head = await findHead(tx, bucket.id, key);
+    if (opts.check) await opts.check(head, tx);
     if (head) await tx.updateTable('object_versions').set({ is_head: 0, updated: now }).where('seq', '=', head.seq).execute();
     await tx
       .insertInto('object_versions')
@@ -497,6 +503,14 @@ export async function placeDeleteMarker(ctx: DomainContext, bucketId: string, ke
   if (result.deleted) ctx.signals.send('file-deleted', { obj: result.deleted, kind: 'soft' });
   return result;
 }
+
+/**
+ * A door's condition on a delete (S3's conditional DeleteObject: If-Match, last-modified time,
+ * size), run inside the delete's transaction under the bucket's row lock with the version the delete
+ * addresses (the head, or null when the key has none; or the version named): it throws to refuse,
+ * and nothing is deleted.
+ */
+export type DeleteCheck = (target: ObjectVersion | null, tx: Executor) => Promise<void>;
 
 /**
  * What a hard delete does with a version whose file instance other versions share (a snapshot, a
@@ -520,13 +534,14 @@ export async function hardDeleteVersion(
   bucketId: string,
   key: string,
   versionId: string,
-  opts: { shared?: SharedFileRule } = {},
+  opts: { shared?: SharedFileRule; check?: DeleteCheck } = {},
 ): Promise<ObjectVersion> {
   const now = nowMicros();
   const removed = await transaction(ctx.db, async (tx) => {
     const bucket = await lockBucketForWrite(tx, bucketId);
     const v = await findVersion(tx, bucket.id, key, versionId);
     if (!v) throw new AppError('OBJECT_NOT_FOUND');
+    if (opts.check) await opts.check(v, tx);
     const release = opts.shared === 'release';
     let shared = false;
     if (v.fileId !== null) {

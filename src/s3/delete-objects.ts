@@ -1,12 +1,14 @@
 /**
  * DeleteObjects (POST /<bucket>?delete): up to 1000 keys, each deleted as DeleteObject deletes it
- * (a delete marker, or with a VersionId that version) through the domain, one after the other; a
+ * (a delete marker, or with a VersionId that version; with its ETag, LastModifiedTime and Size
+ * conditions) through the domain, one after the other; a
  * refusal is reported for its key and the others go on. Quiet mode lists only the errors. S3 wants
  * the body protected: Content-MD5 or an x-amz-checksum-* (header or trailer), verified.
  */
 import { isAppError } from '../errors.js';
 import type { Bucket } from '../domain/models.js';
 import { hardDeleteVersion, placeDeleteMarker } from '../domain/objects.js';
+import { deleteCheck, parseDeleteCondition, type DeleteCondition } from './delete-object.js';
 import { toS3Error } from './error-map.js';
 import { S3Error } from './errors.js';
 import { readSmallBody } from './payload.js';
@@ -21,6 +23,8 @@ const MAX_BODY = 8 * 1024 * 1024;
 interface Target {
   key: string;
   versionId: string | null;
+  /** The entry's ETag, LastModifiedTime and Size conditions, if any. */
+  condition: DeleteCondition | null;
 }
 
 type Outcome =
@@ -51,7 +55,13 @@ function parseTargets(body: string): { quiet: boolean; targets: Target[] } {
       if (keys.length !== 1 || versions.length > 1) throw new S3Error('MalformedXML');
       // Keys are taken as written (S3 keeps their spaces); a version id is trimmed.
       const versionId = versions.length === 1 ? versions[0]!.text.trim() : null;
-      targets.push({ key: keys[0]!.text, versionId: versionId === '' ? null : versionId });
+      const one = (name: string) => {
+        const found = c.children.filter((e) => e.name === name);
+        if (found.length > 1) throw new S3Error('MalformedXML');
+        return found[0]?.text;
+      };
+      const condition = parseDeleteCondition({ ifMatch: one('ETag'), lastModified: one('LastModifiedTime'), size: one('Size') });
+      targets.push({ key: keys[0]!.text, versionId: versionId === '' ? null : versionId, condition });
     } else {
       throw new S3Error('MalformedXML');
     }
@@ -62,12 +72,13 @@ function parseTargets(body: string): { quiet: boolean; targets: Target[] } {
 
 async function deleteOne(r: S3Request, bucket: Bucket, t: Target): Promise<Outcome> {
   const base = { key: t.key, ...(t.versionId !== null ? { versionId: t.versionId } : {}) };
+  const check = t.condition ? { check: deleteCheck(t.condition) } : {};
   try {
     if (t.key === '') throw new S3Error('InvalidArgument', 'The key must not be empty.');
     if (t.versionId !== null) {
       await authorize(r, 'object-delete-version', { type: 'object', bucketId: bucket.id, key: t.key, id: t.versionId });
       try {
-        const removed = await hardDeleteVersion(r.ctx, bucket.id, t.key, t.versionId, { shared: 'release' });
+        const removed = await hardDeleteVersion(r.ctx, bucket.id, t.key, t.versionId, { shared: 'release', ...check });
         return removed.file ? { ok: true, ...base } : { ok: true, ...base, deleteMarker: true, deleteMarkerVersionId: removed.versionId };
       } catch (e) {
         // As DeleteObject: a version that is not there is deleted already.
@@ -76,8 +87,14 @@ async function deleteOne(r: S3Request, bucket: Bucket, t: Target): Promise<Outco
       }
     }
     await authorize(r, 'object-delete', { type: 'object', bucketId: bucket.id, key: t.key });
-    const { marker } = await placeDeleteMarker(r.ctx, bucket.id, t.key);
-    return { ok: true, ...base, deleteMarker: true, deleteMarkerVersionId: marker.versionId };
+    try {
+      const { marker } = await placeDeleteMarker(r.ctx, bucket.id, t.key, check);
+      return { ok: true, ...base, deleteMarker: true, deleteMarkerVersionId: marker.versionId };
+    } catch (e) {
+      // As DeleteObject: a conditional delete of a key that never had anything is deleted already.
+      if (t.condition && isAppError(e, 'OBJECT_NOT_FOUND')) return { ok: true, ...base };
+      throw e;
+    }
   } catch (e) {
     const err = toS3Error(e);
     if (err.status >= 500) r.log.error({ err: e, key: t.key }, 'DeleteObjects: one key failed');

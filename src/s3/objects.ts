@@ -3,7 +3,7 @@ import type { OutgoingHttpHeaders } from 'node:http';
 import type { Readable } from 'node:stream';
 import { isAppError } from '../errors.js';
 import type { Bucket, ObjectVersion } from '../domain/models.js';
-import { findHeadWithMetadata, findVersion, getVersionMetadata, hardDeleteVersion, placeDeleteMarker, putObject } from '../domain/objects.js';
+import { findHeadWithMetadata, findVersion, getVersionMetadata, putObject } from '../domain/objects.js';
 import type { Precondition } from '../domain/preconditions.js';
 import { S3_ETAG_KEY, S3_INTERNAL_KEYS, S3_MAX_PART_NUMBER, s3PartRange } from '../domain/s3-uploads.js';
 import { watchBody } from '../http/body-watch.js';
@@ -347,29 +347,6 @@ export async function getObjectOp(
 }
 
 /** DeleteObject: a new delete marker, or with versionId the removal of that version. */
-export async function deleteObjectOp(r: S3Request, bucket: Bucket): Promise<void> {
-  const versionId = r.query.get('versionId');
-  if (versionId === '') throw new S3Error('InvalidArgument', 'Version id cannot be the empty string.');
-  if (versionId !== null) {
-    await authorize(r, 'object-delete-version', { type: 'object', bucketId: bucket.id, key: r.key, id: versionId });
-    try {
-      const removed = await hardDeleteVersion(r.ctx, bucket.id, r.key, versionId, { shared: 'release' });
-      const headers: Record<string, string> = { 'x-amz-version-id': removed.versionId };
-      if (!removed.file) headers['x-amz-delete-marker'] = 'true';
-      sendEmpty(r, 204, headers);
-    } catch (e) {
-      // S3 answers 204 for a version that is not there.
-      if (isAppError(e, 'OBJECT_NOT_FOUND')) return sendEmpty(r, 204, { 'x-amz-version-id': versionId });
-      throw e;
-    }
-    return;
-  }
-  await authorize(r, 'object-delete', { type: 'object', bucketId: bucket.id, key: r.key });
-  // As S3 with versioning enabled: a new delete marker even when nothing live is under the key.
-  const { marker } = await placeDeleteMarker(r.ctx, bucket.id, r.key);
-  sendEmpty(r, 204, { 'x-amz-delete-marker': 'true', 'x-amz-version-id': marker.versionId });
-}
-
 /** An S3 error carrying extra response headers (x-amz-delete-marker on a NoSuchKey). */
 export function withHeaders(err: S3Error, headers: Record<string, string>): S3Error {
   (err as S3Error & { headers?: Record<string, string> }).headers = headers;
