@@ -402,7 +402,7 @@ describe('S3 door', () => {
     // Signed by hand: the SDK itself refuses some of these names before sending.
     const signer = new SignatureV4({ credentials: { accessKeyId: id, secretAccessKey: secret }, region: 'us-east-1', service: 's3', sha256: Sha256 });
     const u = new URL(t.s3Url);
-    for (const bad of ['ab', 'UPPER', '-dash', 'a..b', '192.168.1.1', 'xn--abc', 'x'.repeat(64), '00000000-0000-4000-8000-000000000000']) {
+    for (const bad of ['ab', 'UPPER', '-dash', 'a..b', 'foo.-bar', 'foo-.bar', '192.168.1.1', 'xn--abc', 'x'.repeat(64), '00000000-0000-4000-8000-000000000000']) {
       const req = await signer.sign(new HttpRequest({ method: 'PUT', protocol: 'http:', hostname: u.hostname, port: Number(u.port), path: `/${bad}`, headers: { host: u.host, 'x-amz-content-sha256': 'UNSIGNED-PAYLOAD' } }));
       const r = await fetch(`${t.s3Url}/${bad}`, { method: 'PUT', headers: req.headers as Record<string, string> });
       const text = await r.text();

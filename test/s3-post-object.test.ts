@@ -152,6 +152,17 @@ print(r.text)
     r = await post(form({ key: 'v2/b.txt', ...signV2(p200, id, secret), success_action_status: '200' }, 'b'));
     assert.equal(r.status, 200);
     assert.equal((await s3.send(new HeadObjectCommand({ Bucket: 'forms', Key: 'v2/b.txt' }))).ContentLength, 1);
+    // A checksum of the file (no condition needed for it, as RGW): verified, stored, answered; Content-MD5 too.
+    const sha = createHash('sha256').update('checked').digest('base64');
+    r = await post(form({ key: 'v2/sum.txt', ...signV2(p200, id, secret), success_action_status: '200', 'x-amz-checksum-sha256': sha, 'Content-MD5': createHash('md5').update('checked').digest('base64') }, 'checked'));
+    assert.equal(r.status, 200, await r.clone().text());
+    assert.equal(r.headers.get('x-amz-checksum-sha256'), sha);
+    assert.equal((await s3.send(new HeadObjectCommand({ Bucket: 'forms', Key: 'v2/sum.txt', ChecksumMode: 'ENABLED' }))).ChecksumSHA256, sha);
+    // The key a policy judges is the one `${filename}` makes (Ceph's test_post_object_set_key_from_filename).
+    const byName = { expiration: inAnHour(), conditions: [{ bucket: 'forms' }, ['starts-with', '$key', 'foo']] };
+    r = await post(form({ key: '${filename}', ...signV2(byName, id, secret) }, 'named', 'foo.txt'));
+    assert.equal(r.status, 204, await r.clone().text());
+    assert.equal((await s3.send(new HeadObjectCommand({ Bucket: 'forms', Key: 'foo.txt' }))).ContentLength, 5);
     // Fields after the file are not read (S3 ignores them): no policy condition names them, and it still passes.
     r = await post(form({ key: 'v2/c.txt', ...signV2(p200, id, secret), success_action_status: '200' }, 'c', 'c.txt', { 'x-amz-meta-late': 'ignored' }));
     assert.equal(r.status, 200, await r.clone().text());
@@ -175,7 +186,9 @@ print(r.text)
       ['signed without policy', form({ key: 'ok/1', AWSAccessKeyId: id, signature: 'x' }), 400, 'InvalidArgument'],
       ['no file part', form({ key: 'ok/1', ...signV4(base, id, secret) }, null), 400, 'MalformedPOSTRequest'],
       ['anonymous', form({ key: 'ok/1' }), 403, 'AccessDenied'],
-      ['a checksum field', form({ key: 'ok/1', 'x-amz-checksum-crc32': 'AAAAAA==', ...signV4({ ...base, conditions: [...base.conditions, ['starts-with', '$x-amz-checksum-crc32', '']] }, id, secret) }), 501, 'NotImplemented'],
+      ['a checksum that does not match', form({ key: 'ok/1', 'x-amz-checksum-crc32': 'AAAAAA==', ...signV4(base, id, secret) }), 400, 'BadDigest'],
+      ['a checksum that is not one', form({ key: 'ok/1', 'x-amz-checksum-sha256': 'sailorjerry', ...signV4(base, id, secret) }), 400, 'InvalidRequest'],
+      ['a Content-MD5 that does not match', form({ key: 'ok/1', 'Content-MD5': createHash('md5').update('other').digest('base64'), ...signV4(base, id, secret) }), 400, 'BadDigest'],
       ['a line break in a field stored as a header', form({ key: 'ok/1', 'Content-Type': 'text/plain\r\nx-evil: 1', ...signV4({ ...base, conditions: [...base.conditions, ['starts-with', '$Content-Type', 'text/']] }, id, secret) }), 400, 'InvalidArgument'],
       ['encryption asked for', form({ key: 'ok/1', 'x-amz-server-side-encryption': 'AES256', ...signV4({ ...base, conditions: [...base.conditions, { 'x-amz-server-side-encryption': 'AES256' }] }, id, secret) }), 501, 'NotImplemented'],
     ];

@@ -16,6 +16,7 @@ export function bucketNameProblem(name: string): string | null {
   if (!/^[a-z0-9.-]+$/.test(name)) return 'only lower-case letters, digits, dots and hyphens are allowed';
   if (!/^[a-z0-9]/.test(name) || !/[a-z0-9]$/.test(name)) return 'it must begin and end with a letter or digit';
   if (name.includes('..')) return 'it must not have two adjacent dots';
+  if (name.includes('.-') || name.includes('-.')) return 'a dot must not be next to a hyphen';
   if (/^\d+\.\d+\.\d+\.\d+$/.test(name)) return 'it must not have the form of an IP address';
   if (/^(xn--|sthree-|amzn-s3-demo-)/.test(name)) return 'the prefixes xn--, sthree- and amzn-s3-demo- are reserved';
   if (/(-s3alias|--ol-s3|\.mrap|--x-s3)$/.test(name)) return 'the suffixes -s3alias, --ol-s3, .mrap and --x-s3 are reserved';

@@ -10,10 +10,12 @@ import { Transform, type TransformCallback } from 'node:stream';
 import { isAppError } from '../errors.js';
 import { formFile, type FormFile } from '../http/form-file.js';
 import { watchBody } from '../http/body-watch.js';
-import { putObject } from '../domain/objects.js';
+import { getVersionMetadata, putObject } from '../domain/objects.js';
 import type { Bucket, ObjectVersion } from '../domain/models.js';
 import type { Identity } from '../auth/permissions.js';
-import { S3Error } from './errors.js';
+import type { ExpectedDigest } from '../domain/receive.js';
+import { algorithmOfHeader, CHECKSUM_ALGORITHMS, checkChecksum, createChecksumHasher, parseContentMd5, validateChecksumValue, type ChecksumHasher } from './checksums.js';
+import { isS3Error, S3Error } from './errors.js';
 import { etagOf, metadataOf } from './objects.js';
 import { checkPostPolicy, parsePostPolicy, policySizeRange, type PostPolicy } from './post-policy.js';
 import { authorize, continueBody, header, sendEmpty, sendXml, type S3Request } from './request.js';
@@ -82,6 +84,32 @@ async function formSigner(r: S3Request, fields: Map<string, string>): Promise<{ 
   if (!key) throw new S3Error('InvalidAccessKeyId', undefined, { AWSAccessKeyId: accessKeyId });
   if (!check(key.secret)) throw new S3Error('SignatureDoesNotMatch', 'The request signature we calculated does not match the signature you provided: the form signs its policy field.');
   return { identity: key.identity, policy: parsePostPolicy(policyText) };
+}
+
+/**
+ * The checksums a form asks to be verified: `Content-MD5` (the domain checks it), and one
+ * `x-amz-checksum-<algorithm>` (computed as the file streams, compared before the commit, stored and
+ * answered as a PutObject's).
+ */
+async function checksumFields(fields: Map<string, string>): Promise<{ md5: ExpectedDigest[]; checksums: { header: string; expected: string; hasher: ChecksumHasher }[] }> {
+  const md5: ExpectedDigest[] = [];
+  const checksums: { header: string; expected: string; hasher: ChecksumHasher }[] = [];
+  for (const [name, value] of fields) {
+    if (name === 'content-md5') {
+      const digest = parseContentMd5(value);
+      if (isS3Error(digest)) throw digest;
+      md5.push({ algorithm: 'md5', value: digest, header: 'Content-MD5' });
+      continue;
+    }
+    if (!name.startsWith('x-amz-checksum-')) continue;
+    const algorithm = algorithmOfHeader(name);
+    if (!algorithm) throw new S3Error('InvalidRequest', `The form field ${name} names no checksum algorithm S3 has (${CHECKSUM_ALGORITHMS.join(', ')}).`);
+    const bad = validateChecksumValue(algorithm, value);
+    if (bad) throw bad;
+    checksums.push({ header: name, expected: value, hasher: await createChecksumHasher(algorithm) });
+  }
+  if (checksums.length > 1) throw new S3Error('InvalidRequest', 'Expecting a single x-amz-checksum- field.');
+  return { md5, checksums };
 }
 
 /** Fields stored with the object as the headers of a PutObject would be, and answered as headers. */
@@ -157,18 +185,17 @@ export async function postObjectOp(r: S3Request, bucket: Bucket): Promise<void> 
   let cap: SizeCap | null = null;
   try {
     const fields = fieldMap(form);
+    const rawKey = fields.get('key');
+    if (rawKey === undefined || rawKey === '') throw new S3Error('InvalidArgument', "Bucket POST must contain a field named 'key'. If it is specified, please check the order of the fields.", { ArgumentName: 'key' });
+    // `${filename}` in the key is the name of the file the browser sent; the policy judges the key it makes.
+    key = rawKey.replaceAll('${filename}', (form.filename ?? '').replace(/^.*[\\/]/, ''));
+    fields.set('key', key);
     const signer = await formSigner(r, fields);
     const policy = signer?.policy ?? (fields.has('policy') ? parsePostPolicy(fields.get('policy')!) : null);
     if (policy) checkPostPolicy(policy, fields, r.bucketName);
-    const rawKey = fields.get('key');
-    if (rawKey === undefined || rawKey === '') throw new S3Error('InvalidArgument', "Bucket POST must contain a field named 'key'. If it is specified, please check the order of the fields.", { ArgumentName: 'key' });
-    // `${filename}` in the key is the name of the file the browser sent.
-    key = rawKey.replaceAll('${filename}', (form.filename ?? '').replace(/^.*[\\/]/, ''));
     const asRequest: S3Request = { ...r, key, identity: signer?.identity ?? r.identity, headers: fieldsAsHeaders(fields) };
     await authorize(asRequest, 'bucket-update', { type: 'bucket', bucketId: bucket.id, key });
-    for (const name of fields.keys()) {
-      if (name === 'content-md5' || name.startsWith('x-amz-checksum-')) throw new S3Error('NotImplemented', `A checksum field (${name}) in a POST form is not supported by files-rest; send the object with PutObject to have it checked.`);
-    }
+    const sums = await checksumFields(fields);
     const unsupported = unsupportedHeaderError(asRequest.headers);
     if (unsupported) throw unsupported;
     const metadata = metadataOf(asRequest);
@@ -182,12 +209,21 @@ export async function postObjectOp(r: S3Request, bucket: Bucket): Promise<void> 
       key,
       source: form.stream,
       through: cap ? [cap] : [],
+      observers: sums.checksums.map((c) => c.hasher),
+      expectedDigests: sums.md5,
       declaredSize: null,
       contentType: header(asRequest, 'content-type'),
       signal: watch.signal,
       ...(tags ? { tags } : {}),
       verify: (meter) => {
         if (range && meter.bytes < range.min) throw new S3Error('EntityTooSmall', "Your proposed upload is smaller than the minimum allowed size (the policy's content-length-range).", { MinSizeAllowed: String(range.min) });
+        for (const c of sums.checksums) {
+          const actual = c.hasher.digest();
+          const refused = checkChecksum(c.hasher.algorithm, c.expected, actual);
+          if (refused) throw refused;
+          metadata[c.header] = actual;
+          metadata['x-amz-checksum-type'] = 'FULL_OBJECT';
+        }
       },
       metadata,
     });
@@ -204,7 +240,9 @@ export async function postObjectOp(r: S3Request, bucket: Bucket): Promise<void> 
   const fields = fieldMap(form);
   const host = r.req.headers.host ?? '';
   const location = `http://${host}/${encodeURIComponent(r.bucketName)}/${key.split('/').map(encodeURIComponent).join('/')}`;
-  const headers = { etag, location, 'x-amz-version-id': version.versionId };
+  const headers: Record<string, string> = { etag, location, 'x-amz-version-id': version.versionId };
+  const stored = await getVersionMetadata(r.ctx.db, version.versionId);
+  for (const [k, v] of Object.entries(stored ?? {})) if (k.startsWith('x-amz-checksum-')) headers[k] = v;
   const redirect = fields.get('success_action_redirect') ?? fields.get('redirect');
   const target = redirect === undefined ? null : redirectTo(redirect, r.bucketName, key, etag);
   if (target) return sendEmpty(r, 303, { ...headers, location: target });

@@ -92,7 +92,8 @@ export function checkPostPolicy(policy: PostPolicy, fields: ReadonlyMap<string, 
           (c.field === 'content-type' ? value.split(',').map((v) => v.trim()) : [value]).every((v) => v.startsWith(c.value));
     if (!ok) throw refused(`Policy Condition failed: ${c.text}`);
   }
-  const extra = [...fields.keys()].filter((f) => !EXEMPT.has(f) && !f.startsWith('x-ignore-') && !named.has(f));
+  // A checksum of the file needs no condition (as RGW): it can only refuse an upload, never change it.
+  const extra = [...fields.keys()].filter((f) => !EXEMPT.has(f) && !f.startsWith('x-ignore-') && !f.startsWith('x-amz-checksum-') && f !== 'content-md5' && !named.has(f));
   if (extra.length > 0) throw refused(`Extra input fields: ${extra.join(', ')}`);
 }
 
