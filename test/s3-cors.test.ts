@@ -106,6 +106,11 @@ describe('S3 door: CORS', () => {
       { AllowedOrigins: ['https://a.example'], AllowedMethods: ['PATCH'] },
       { AllowedOrigins: ['https://*.*.example'], AllowedMethods: ['GET'] },
       { AllowedOrigins: ['https://a.example'], AllowedMethods: ['GET'], AllowedHeaders: ['x-*-*'] },
+      // Answered in a header: a value no header can carry would break every answer to the bucket.
+      { AllowedOrigins: ['https://a.example'], AllowedMethods: ['GET'], ExposeHeaders: ['ETag\r\nX-Evil: 1'] },
+      { AllowedOrigins: ['https://a.example'], AllowedMethods: ['GET'], ExposeHeaders: ['Prix-€'] },
+      { AllowedOrigins: ['https://a.example'], AllowedMethods: ['GET'], AllowedHeaders: ['bad header'] },
+      { AllowedOrigins: ['https://a .example'], AllowedMethods: ['GET'] },
     ]) {
       assert.deepEqual(await s3Code(s3.send(new PutBucketCorsCommand({ Bucket: 'cors-invalid', CORSConfiguration: { CORSRules: [rule] } }))), { name: 'InvalidRequest', status: 400 });
     }

@@ -30,6 +30,9 @@ export const CORS_METHODS = ['GET', 'PUT', 'HEAD', 'POST', 'DELETE'] as const;
 /** S3's limit on the rules of one configuration. */
 export const MAX_CORS_RULES = 100;
 
+/** An HTTP header name (RFC 9110's token). */
+const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+
 function invalid(reason: string): AppError {
   return new AppError('INVALID_CORS_CONFIGURATION', { reason });
 }
@@ -49,6 +52,14 @@ export function validateCorsRules(rules: readonly CorsRule[]): void {
     }
     for (const h of rule.allowedHeaders) {
       if (h === '' || h.split('*').length > 2) throw invalid(`AllowedHeader "${h}" can not have more than one wildcard`);
+      if (!HEADER_NAME.test(h.replace('*', 'x'))) throw invalid(`AllowedHeader "${h}" is not a header name`);
+    }
+    // Expose headers are answered in Access-Control-Expose-Headers: each must be a header name.
+    for (const h of rule.exposeHeaders) {
+      if (!HEADER_NAME.test(h)) throw invalid(`ExposeHeader "${h}" is not a header name`);
+    }
+    for (const o of rule.allowedOrigins) {
+      if (!/^[\x21-\x7e]+$/.test(o)) throw invalid(`AllowedOrigin "${o}" may hold only visible ASCII characters`);
     }
     if (rule.id !== undefined && rule.id.length > 255) throw invalid('a rule ID is at most 255 characters');
     if (rule.maxAgeSeconds !== undefined && !(Number.isSafeInteger(rule.maxAgeSeconds) && rule.maxAgeSeconds >= 0)) {
