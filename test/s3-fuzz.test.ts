@@ -361,12 +361,16 @@ describe('Fuzz over raw sockets: malformed S3 requests', () => {
     }
   }
 
-  /** CreateBucket and PutBucketVersioning with a malformed XML body, validly signed. */
+  /** CreateBucket, PutBucketVersioning and PutBucketCors with a malformed XML body, validly signed. */
   async function badXml(rnd: () => number, i: number): Promise<Planned> {
-    const create = rnd() < 0.5;
-    const valid = create
-      ? `<CreateBucketConfiguration xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><LocationConstraint>${pick(rnd, ['eu-west-1', 'us-east-2'])}</LocationConstraint></CreateBucketConfiguration>`
-      : '<VersioningConfiguration xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Status>Enabled</Status></VersioningConfiguration>';
+    const op = pick(rnd, ['create', 'versioning', 'cors'] as const);
+    const create = op === 'create';
+    const valid =
+      op === 'create'
+        ? `<CreateBucketConfiguration xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><LocationConstraint>${pick(rnd, ['eu-west-1', 'us-east-2'])}</LocationConstraint></CreateBucketConfiguration>`
+        : op === 'versioning'
+          ? '<VersioningConfiguration xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Status>Enabled</Status></VersioningConfiguration>'
+          : '<CORSConfiguration xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><CORSRule><AllowedOrigin>https://a.example</AllowedOrigin><AllowedMethod>GET</AllowedMethod><ExposeHeader>ETag</ExposeHeader></CORSRule></CORSConfiguration>';
     const kind = pick(rnd, ['truncated', 'ampersand', 'lt', 'root', 'nul', 'charref', 'doctype', 'garbage']);
     let xml: string;
     switch (kind) {
@@ -380,13 +384,13 @@ describe('Fuzz over raw sockets: malformed S3 requests', () => {
         break;
       }
       case 'root':
-        xml = valid.replace(/(CreateBucketConfiguration|VersioningConfiguration)/g, pick(rnd, ['Nope', 'Wrong']));
+        xml = valid.replace(/(CreateBucketConfiguration|VersioningConfiguration|CORSConfiguration)/g, pick(rnd, ['Nope', 'Wrong']));
         break;
       case 'nul':
         xml = valid.replace('><', '>\u0000<');
         break;
       case 'charref':
-        xml = valid.replace(/>(Enabled|eu-west-1|us-east-2)</, `>$1${pick(rnd, ['&#x110000;', '&#0;', '&#xFFFE;', '&#99999999999;', '&nope;', '&#xD800;'])}<`);
+        xml = valid.replace(/>(Enabled|eu-west-1|us-east-2|ETag)</, `>$1${pick(rnd, ['&#x110000;', '&#0;', '&#xFFFE;', '&#99999999999;', '&nope;', '&#xD800;', '&#13;&#10;X: 1'])}<`);
         break;
       case 'doctype':
         xml = `<!DOCTYPE x [<!ENTITY a "${'a'.repeat(50)}">]>${valid}`;
@@ -396,9 +400,9 @@ describe('Fuzz over raw sockets: malformed S3 requests', () => {
     }
     const body = Buffer.from(xml, 'latin1');
     const path = create ? `/fz-xml-${i}` : `/${BUCKET}`;
-    const query = create ? undefined : { versioning: '' };
+    const query = create ? undefined : { [op]: '' };
     const h = await sign('PUT', path, {}, sha256hex(body), { query });
-    return { what: `xml:${create ? 'create' : 'versioning'}:${kind}`, bytes: wire('PUT', create ? path : `${path}?versioning`, h, body), open: false };
+    return { what: `xml:${op}:${kind}`, bytes: wire('PUT', create ? path : `${path}?${op}`, h, body), open: false };
   }
 
   async function state() {
