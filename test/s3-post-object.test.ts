@@ -186,6 +186,7 @@ print(r.text)
       ['signed without policy', form({ key: 'ok/1', AWSAccessKeyId: id, signature: 'x' }), 400, 'InvalidArgument'],
       ['no file part', form({ key: 'ok/1', ...signV4(base, id, secret) }, null), 400, 'MalformedPOSTRequest'],
       ['anonymous', form({ key: 'ok/1' }), 403, 'AccessDenied'],
+      ['a session token', form({ key: 'ok/1', 'x-amz-security-token': 'tok', ...signV4({ ...base, conditions: [...base.conditions, { 'x-amz-security-token': 'tok' }] }, id, secret) }), 400, 'InvalidToken'],
       ['a checksum that does not match', form({ key: 'ok/1', 'x-amz-checksum-crc32': 'AAAAAA==', ...signV4(base, id, secret) }), 400, 'BadDigest'],
       ['a checksum that is not one', form({ key: 'ok/1', 'x-amz-checksum-sha256': 'sailorjerry', ...signV4(base, id, secret) }), 400, 'InvalidRequest'],
       ['a Content-MD5 that does not match', form({ key: 'ok/1', 'Content-MD5': createHash('md5').update('other').digest('base64'), ...signV4(base, id, secret) }), 400, 'BadDigest'],

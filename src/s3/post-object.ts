@@ -56,6 +56,8 @@ async function formSigner(r: S3Request, fields: Map<string, string>): Promise<{ 
   const policyText = fields.get('policy');
   const v4 = fields.get('x-amz-signature');
   const v2 = fields.get('signature');
+  // Temporary credentials (STS) are not offered: a form carrying a session token is refused, as a header's is.
+  if (fields.has('x-amz-security-token')) throw new S3Error('InvalidToken', 'Session tokens are not supported.');
   if (v4 === undefined && v2 === undefined && !fields.has('awsaccesskeyid') && !fields.has('x-amz-credential')) return null;
   if (policyText === undefined) throw new S3Error('InvalidArgument', "Bucket POST must contain a field named 'policy'. If it is specified, please check the order of the fields.", { ArgumentName: 'policy' });
   let accessKeyId: string;
