@@ -10,7 +10,7 @@ import { Transform, type TransformCallback } from 'node:stream';
 import { isAppError } from '../errors.js';
 import { formFile, type FormFile } from '../http/form-file.js';
 import { watchBody } from '../http/body-watch.js';
-import { getVersionMetadata, putObject } from '../domain/objects.js';
+import { putObject } from '../domain/objects.js';
 import type { Bucket, ObjectVersion } from '../domain/models.js';
 import type { Identity } from '../auth/permissions.js';
 import type { ExpectedDigest } from '../domain/receive.js';
@@ -185,8 +185,9 @@ export async function postObjectOp(r: S3Request, bucket: Bucket): Promise<void> 
   let version: ObjectVersion;
   let key: string;
   let cap: SizeCap | null = null;
+  const fields = fieldMap(form);
+  let metadata: Record<string, string> = {};
   try {
-    const fields = fieldMap(form);
     const rawKey = fields.get('key');
     if (rawKey === undefined || rawKey === '') throw new S3Error('InvalidArgument', "Bucket POST must contain a field named 'key'. If it is specified, please check the order of the fields.", { ArgumentName: 'key' });
     // `${filename}` in the key is the name of the file the browser sent; the policy judges the key it makes.
@@ -200,7 +201,7 @@ export async function postObjectOp(r: S3Request, bucket: Bucket): Promise<void> 
     const sums = await checksumFields(fields);
     const unsupported = unsupportedHeaderError(asRequest.headers);
     if (unsupported) throw unsupported;
-    const metadata = metadataOf(asRequest);
+    metadata = metadataOf(asRequest);
     const taggingText = fields.get('tagging');
     const tags = taggingText === undefined ? undefined : parseTagging(taggingText);
     const range = policy ? policySizeRange(policy) : null;
@@ -239,12 +240,10 @@ export async function postObjectOp(r: S3Request, bucket: Bucket): Promise<void> 
     watch.done();
   }
   const etag = etagOf(version);
-  const fields = fieldMap(form);
   const host = r.req.headers.host ?? '';
   const location = `http://${host}/${encodeURIComponent(r.bucketName)}/${key.split('/').map(encodeURIComponent).join('/')}`;
   const headers: Record<string, string> = { etag, location, 'x-amz-version-id': version.versionId };
-  const stored = await getVersionMetadata(r.ctx.db, version.versionId);
-  for (const [k, v] of Object.entries(stored ?? {})) if (k.startsWith('x-amz-checksum-')) headers[k] = v;
+  for (const [k, v] of Object.entries(metadata)) if (k.startsWith('x-amz-checksum-')) headers[k] = v;
   const redirect = fields.get('success_action_redirect') ?? fields.get('redirect');
   const target = redirect === undefined ? null : redirectTo(redirect, r.bucketName, key, etag);
   if (target) return sendEmpty(r, 303, { ...headers, location: target });
