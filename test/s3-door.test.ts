@@ -242,6 +242,15 @@ describe('S3 door', () => {
     reader.destroy();
   });
 
+  it('x-amz-expected-bucket-owner: the owner the listings show is served, another is AccessDenied and nothing stored', async () => {
+    await s3.send(new CreateBucketCommand({ Bucket: 'owned' }));
+    const owner = (await s3.send(new ListBucketsCommand({}))).Owner!.ID!;
+    await s3.send(new PutObjectCommand({ Bucket: 'owned', Key: 'a', Body: 'a', ExpectedBucketOwner: owner }));
+    assert.deepEqual(await s3Code(s3.send(new PutObjectCommand({ Bucket: 'owned', Key: 'b', Body: 'b', ExpectedBucketOwner: '123456789012' }))), { name: 'AccessDenied', status: 403 });
+    assert.deepEqual(await s3Code(s3.send(new ListObjectsV2Command({ Bucket: 'owned', ExpectedBucketOwner: `${owner}x` }))), { name: 'AccessDenied', status: 403 });
+    assert.deepEqual((await s3.send(new ListObjectsV2Command({ Bucket: 'owned', ExpectedBucketOwner: owner }))).Contents?.map((c) => c.Key), ['a']);
+  });
+
   it('conditional PUT: If-None-Match * and a stale If-Match are 412 PreconditionFailed, nothing stored', async () => {
     await s3.send(new CreateBucketCommand({ Bucket: 'cond' }));
     const first = await s3.send(new PutObjectCommand({ Bucket: 'cond', Key: 'c', Body: 'one', IfNoneMatch: '*' }));

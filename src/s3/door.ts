@@ -26,6 +26,7 @@ import { loadServerKeys, type ServerKeys } from '../auth/server-key.js';
 import { headersFromRaw, parseSigV4, verifySigV4, type RequestHeaders } from './sigv4.js';
 import { percentDecodeBytes } from './uri.js';
 import { listingOp } from './listing-op.js';
+import { DEFAULT_S3_OWNER } from './listings.js';
 import { copyObjectOp } from './copy.js';
 import { deleteObjectsOp } from './delete-objects.js';
 import { deleteObjectTaggingOp, getObjectTaggingOp, putObjectTaggingOp } from './tagging.js';
@@ -90,6 +91,20 @@ function splitPath(rawPath: string): { bucketName: string; key: string } {
     }
   };
   return { bucketName: decode(bucketPart), key: decode(keyPart) };
+}
+
+/**
+ * `x-amz-expected-bucket-owner` (and `x-amz-source-expected-bucket-owner` for a copy's source): every
+ * bucket is owned by the one owner the listings show; a request expecting another is AccessDenied,
+ * as S3 refuses a bucket owned by another account, rather than served regardless.
+ */
+function checkExpectedOwner(r: S3Request): void {
+  for (const name of ['x-amz-expected-bucket-owner', 'x-amz-source-expected-bucket-owner']) {
+    const expected = header(r, name);
+    if (expected !== undefined && expected.trim() !== DEFAULT_S3_OWNER.id) {
+      throw new S3Error('AccessDenied', `The bucket is not owned by ${expected.trim()} (${name}): every bucket of this files-rest is owned by ${DEFAULT_S3_OWNER.id}.`);
+    }
+  }
 }
 
 export class S3Door {
@@ -281,6 +296,7 @@ export class S3Door {
     }
     const refused = unsupportedHeaderError(r.headers);
     if (refused) throw refused;
+    checkExpectedOwner(r);
     if (r.bucketName === '') {
       if (m === 'GET') return listBucketsOp(r);
       throw new S3Error('MethodNotAllowed');
