@@ -16,6 +16,9 @@ import {
   DeleteBucketCommand,
   DeleteObjectCommand,
   GetBucketAclCommand,
+  GetObjectAclCommand,
+  PutBucketAclCommand,
+  PutObjectAclCommand,
   GetObjectCommand,
   GetBucketLocationCommand,
   HeadBucketCommand,
@@ -242,13 +245,34 @@ describe('S3 door', () => {
     reader.destroy();
   });
 
+  it('ACLs: the one there is (the owner, FULL_CONTROL) is answered and may be set again; any other grant is NotImplemented', async () => {
+    await s3.send(new CreateBucketCommand({ Bucket: 'acls' }));
+    const owner = (await s3.send(new ListBucketsCommand({}))).Owner!;
+    const expected = [{ Grantee: { Type: 'CanonicalUser' as const, ID: owner.ID, DisplayName: owner.DisplayName }, Permission: 'FULL_CONTROL' as const }];
+    const bucketAcl = await s3.send(new GetBucketAclCommand({ Bucket: 'acls' }));
+    assert.deepEqual(bucketAcl.Owner, owner);
+    assert.deepEqual(bucketAcl.Grants, expected);
+    await s3.send(new PutBucketAclCommand({ Bucket: 'acls', ACL: 'private' }));
+    await s3.send(new PutBucketAclCommand({ Bucket: 'acls', AccessControlPolicy: { Owner: owner, Grants: expected } }));
+    const put = await s3.send(new PutObjectCommand({ Bucket: 'acls', Key: 'k', Body: 'k' }));
+    const objectAcl = await s3.send(new GetObjectAclCommand({ Bucket: 'acls', Key: 'k' }));
+    assert.deepEqual(objectAcl.Grants, expected);
+    await s3.send(new PutObjectAclCommand({ Bucket: 'acls', Key: 'k', VersionId: put.VersionId, ACL: 'bucket-owner-full-control' }));
+    const publicGrant = [...expected, { Grantee: { Type: 'Group' as const, URI: 'http://acs.amazonaws.com/groups/global/AllUsers' }, Permission: 'READ' as const }];
+    assert.deepEqual(await s3Code(s3.send(new PutObjectAclCommand({ Bucket: 'acls', Key: 'k', AccessControlPolicy: { Owner: owner, Grants: publicGrant } }))), { name: 'NotImplemented', status: 501 });
+    assert.deepEqual(await s3Code(s3.send(new PutObjectAclCommand({ Bucket: 'acls', Key: 'k', ACL: 'public-read' }))), { name: 'NotImplemented', status: 501 });
+    assert.deepEqual(await s3Code(s3.send(new PutObjectAclCommand({ Bucket: 'acls', Key: 'k', GrantRead: 'uri="http://acs.amazonaws.com/groups/global/AllUsers"' }))), { name: 'NotImplemented', status: 501 });
+    assert.deepEqual(await s3Code(s3.send(new GetObjectAclCommand({ Bucket: 'acls', Key: 'none' }))), { name: 'NoSuchKey', status: 404 });
+    assert.deepEqual(await s3Code(s3.send(new GetObjectAclCommand({ Bucket: 'acls', Key: 'k', VersionId: 'no-such-version' }))), { name: 'NoSuchVersion', status: 404 });
+  });
+
   it('x-amz-expected-bucket-owner: the owner the listings show is served, another is AccessDenied and nothing stored', async () => {
     await s3.send(new CreateBucketCommand({ Bucket: 'owned' }));
     const owner = (await s3.send(new ListBucketsCommand({}))).Owner!.ID!;
-    await s3.send(new PutObjectCommand({ Bucket: 'owned', Key: 'a', Body: 'a', ExpectedBucketOwner: owner }));
+    await s3.send(new PutObjectCommand({ Bucket: 'owned', Key: 'owned-a', Body: 'a', ExpectedBucketOwner: owner }));
     assert.deepEqual(await s3Code(s3.send(new PutObjectCommand({ Bucket: 'owned', Key: 'b', Body: 'b', ExpectedBucketOwner: '123456789012' }))), { name: 'AccessDenied', status: 403 });
     assert.deepEqual(await s3Code(s3.send(new ListObjectsV2Command({ Bucket: 'owned', ExpectedBucketOwner: `${owner}x` }))), { name: 'AccessDenied', status: 403 });
-    assert.deepEqual((await s3.send(new ListObjectsV2Command({ Bucket: 'owned', ExpectedBucketOwner: owner }))).Contents?.map((c) => c.Key), ['a']);
+    assert.deepEqual((await s3.send(new ListObjectsV2Command({ Bucket: 'owned', ExpectedBucketOwner: owner }))).Contents?.map((c) => c.Key), ['owned-a']);
   });
 
   it('conditional PUT: If-None-Match * and a stale If-Match are 412 PreconditionFailed, nothing stored', async () => {
@@ -304,7 +328,7 @@ describe('S3 door', () => {
 
   it('operations files-rest does not offer answer NotImplemented in XML; an unsigned form upload is anonymous', async () => {
     await s3.send(new CreateBucketCommand({ Bucket: 'noimpl' }));
-    assert.deepEqual(await s3Code(s3.send(new GetBucketAclCommand({ Bucket: 'noimpl' }))), { name: 'NotImplemented', status: 501 });
+    assert.deepEqual(await s3Code(s3.send(new PutBucketAclCommand({ Bucket: 'noimpl', ACL: 'public-read' }))), { name: 'NotImplemented', status: 501 });
     for (const sub of ['policy', 'lifecycle', 'tagging', 'website', 'object-lock']) {
       const url = `${t.s3Url}/noimpl?${sub}`;
       const signer = new SignatureV4({ credentials: { accessKeyId: id, secretAccessKey: secret }, region: 'us-east-1', service: 's3', sha256: Sha256 });

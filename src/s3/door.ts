@@ -33,6 +33,7 @@ import { deleteObjectTaggingOp, getObjectTaggingOp, putObjectTaggingOp } from '.
 import { doorMetrics, type DoorMetrics } from '../http/metrics.js';
 import { s3OperationName } from './operation-name.js';
 import { unsupportedHeaderError } from './unsupported-headers.js';
+import { getBucketAclOp, getObjectAclOp, putBucketAclOp, putObjectAclOp } from './acl.js';
 import { answerPreflight, applyCors, deleteBucketCorsOp, getBucketCorsOp, putBucketCorsOp } from './cors.js';
 import { abortMultipartUploadOp, completeMultipartUploadOp, createMultipartUploadOp, listMultipartUploadsOp, listPartsOp, uploadPartOp } from './multipart.js';
 
@@ -41,11 +42,11 @@ export type ListingOperation = 'ListObjects' | 'ListObjectsV2' | 'ListObjectVers
 
 /**
  * Query subresources of S3 operations files-rest does not offer: answered NotImplemented.
- * (`versions`, `location`, `versioning`, `cors`, `list-type`, `delete`, `uploads`, `uploadId` and an
+ * (`versions`, `location`, `versioning`, `cors`, `acl`, `list-type`, `delete`, `uploads`, `uploadId` and an
  * object's `tagging` and `attributes` are handled.)
  */
 const UNSUPPORTED = new Set([
-  'acl', 'policy', 'policyStatus', 'lifecycle', 'encryption', 'website', 'object-lock',
+  'policy', 'policyStatus', 'lifecycle', 'encryption', 'website', 'object-lock',
   'replication', 'logging', 'notification', 'accelerate', 'requestPayment', 'ownershipControls', 'publicAccessBlock',
   'intelligent-tiering', 'inventory', 'metrics', 'analytics', 'legal-hold', 'retention', 'torrent', 'select', 'restore',
   'session', 'renameObject',
@@ -303,12 +304,17 @@ export class S3Door {
     }
     if (r.key === '') {
       if (r.query.has('tagging')) throw new S3Error('NotImplemented', `Bucket tagging (${m} ?tagging) is not supported by files-rest.`);
-      if (m === 'PUT' && !r.query.has('versioning') && !r.query.has('cors')) return createBucketOp(r);
+      if (m === 'PUT' && !r.query.has('versioning') && !r.query.has('cors') && !r.query.has('acl')) return createBucketOp(r);
       // POST to a bucket is PostObject (an HTML form's upload, signed inside the form), unless it is DeleteObjects.
       if (m === 'POST' && !r.query.has('delete') && !isFormUpload(header(r, 'content-type'))) {
         throw new S3Error('PreconditionFailed', 'Bucket POST must be of the enclosure-type multipart/form-data', { Condition: 'Bucket POST must be of the enclosure-type multipart/form-data' });
       }
       const bucket = await this.bucketOf(r);
+      if (r.query.has('acl')) {
+        if (m === 'GET') return getBucketAclOp(r, bucket);
+        if (m === 'PUT') return putBucketAclOp(r, bucket);
+        throw new S3Error('MethodNotAllowed');
+      }
       if (r.query.has('cors')) {
         if (m === 'GET') return getBucketCorsOp(r, bucket);
         if (m === 'PUT') return putBucketCorsOp(r, bucket);
@@ -337,7 +343,7 @@ export class S3Door {
           throw new S3Error('MethodNotAllowed');
       }
     }
-    if ((m === 'GET' || m === 'HEAD') && !r.query.has('uploadId') && !r.query.has('tagging') && !r.query.has('versionId') && !r.query.has('attributes')) {
+    if ((m === 'GET' || m === 'HEAD') && !r.query.has('uploadId') && !r.query.has('tagging') && !r.query.has('versionId') && !r.query.has('attributes') && !r.query.has('acl')) {
       // GetObject of the head: the bucket and the head in one statement.
       const found = await findLiveBucketWithHead(r.ctx.db, isBucketId(r.bucketName) ? { id: r.bucketName } : { name: r.bucketName }, r.key, m === 'GET');
       if (found) return getObjectOp(r, found.bucket, found.head);
@@ -362,6 +368,11 @@ export class S3Door {
       if (m === 'GET') return getObjectTaggingOp(r, bucket);
       if (m === 'PUT') return putObjectTaggingOp(r, bucket);
       if (m === 'DELETE') return deleteObjectTaggingOp(r, bucket);
+      throw new S3Error('MethodNotAllowed');
+    }
+    if (r.query.has('acl')) {
+      if (m === 'GET') return getObjectAclOp(r, bucket);
+      if (m === 'PUT') return putObjectAclOp(r, bucket);
       throw new S3Error('MethodNotAllowed');
     }
     if (r.query.has('attributes')) {

@@ -8,6 +8,7 @@ export function s3OperationName(method: string, bucketName: string, key: string,
   if (method === 'OPTIONS') return 'PreflightRequest';
   if (bucketName === '') return method === 'GET' ? 'ListBuckets' : 'Unknown';
   if (key === '') {
+    if (query.has('acl')) return method === 'GET' ? 'GetBucketAcl' : method === 'PUT' ? 'PutBucketAcl' : 'Unknown';
     if (query.has('cors')) return method === 'GET' ? 'GetBucketCors' : method === 'PUT' ? 'PutBucketCors' : method === 'DELETE' ? 'DeleteBucketCors' : 'Unknown';
     switch (method) {
       case 'PUT':
@@ -27,6 +28,7 @@ export function s3OperationName(method: string, bucketName: string, key: string,
         return 'Unknown';
     }
   }
+  if (query.has('acl')) return method === 'GET' ? 'GetObjectAcl' : method === 'PUT' ? 'PutObjectAcl' : 'Unknown';
   switch (method) {
     case 'PUT':
       return 'PutObject';
