@@ -6,11 +6,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { execFile } from 'node:child_process';
-import http from 'node:http';
 import { existsSync } from 'node:fs';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import {
   CreateBucketCommand,
   DeleteBucketCorsCommand,
@@ -21,13 +17,12 @@ import {
   S3Client,
 } from '@aws-sdk/client-s3';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
-import type { BrowserContext } from 'playwright-core';
 import { createAccessKey } from '../src/s3/access-keys.js';
 import { requireServerKeys } from '../src/auth/server-key.js';
 import { matchCorsRule } from '../src/s3/cors.js';
 import { startTestServer, type TestServer } from './support/server.js';
 import { s3Code } from './support/s3-door.js';
-import { findOrInstall, type Found } from './support/system.js';
+import { startWebApp, type WebApp } from './support/web-app.js';
 
 const SERVER_KEY = randomBytes(32).toString('base64');
 const AWS_CLI = '/usr/bin/aws';
@@ -259,40 +254,24 @@ describe('S3 door: CORS from FILES_REST_CORS_ORIGINS for buckets without a confi
 });
 
 describe('S3 door: a cross-origin page in headless Chromium', () => {
-  let found: Found;
   let t: TestServer;
   let s3: S3Client;
-  let context: BrowserContext | null = null;
-  let profile = '';
-  let page: http.Server;
-  let pageUrl = '';
+  let app: WebApp;
 
   before(async () => {
     ({ t, s3 } = await startKeyed());
-    // The web application: another origin (another port) than the S3 door.
-    page = http.createServer((_rq, rs) => rs.writeHead(200, { 'content-type': 'text/html' }).end('<!doctype html><title>app</title>'));
-    await new Promise<void>((r) => page.listen(0, '127.0.0.1', () => r()));
-    pageUrl = `http://127.0.0.1:${(page.address() as { port: number }).port}`;
-    found = await findOrInstall('chromium', ['/usr/bin/chromium', '/usr/bin/chromium-browser']);
-    if (found.path === undefined) return;
-    const { chromium } = await import('playwright-core');
-    profile = await mkdtemp(join(tmpdir(), 'files-rest-chromium-'));
-    context = await chromium.launchPersistentContext(profile, {
-      executablePath: found.path,
-      headless: true,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-    });
+    app = await startWebApp();
   });
   after(async () => {
-    await context?.close();
-    if (profile) await rm(profile, { recursive: true, force: true });
-    await new Promise<void>((r) => (page ? page.close(() => r()) : r()));
+    await app?.close();
     s3?.destroy();
     await t?.close();
   });
 
   it('uploads with a presigned PUT and reads the ETag only once the bucket allows the page', async (tt) => {
-    if (!context) return tt.skip(found.skip ?? 'chromium did not start');
+    const context = app.context;
+    if (!context) return tt.skip(app.skip ?? 'chromium did not start');
+    const pageUrl = app.origin;
     await s3.send(new CreateBucketCommand({ Bucket: 'browser-cors' }));
     const putUrl = await getSignedUrl(s3, new PutObjectCommand({ Bucket: 'browser-cors', Key: 'from-page.txt', ContentType: 'text/plain' }), { expiresIn: 300 });
     const tab = await context.newPage();

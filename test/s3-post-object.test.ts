@@ -6,19 +6,14 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash, createHmac, randomBytes } from 'node:crypto';
 import { execFile } from 'node:child_process';
-import http from 'node:http';
 import { existsSync } from 'node:fs';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { CreateBucketCommand, GetObjectCommand, GetObjectTaggingCommand, HeadObjectCommand, ListObjectVersionsCommand, PutBucketCorsCommand, S3Client } from '@aws-sdk/client-s3';
 import { createPresignedPost } from '@aws-sdk/s3-presigned-post';
-import type { BrowserContext } from 'playwright-core';
 import { createAccessKey } from '../src/s3/access-keys.js';
 import { requireServerKeys } from '../src/auth/server-key.js';
 import { signingKey } from '../src/s3/signing-key.js';
 import { startTestServer, storedFiles, type TestServer } from './support/server.js';
-import { findOrInstall, type Found } from './support/system.js';
+import { startWebApp } from './support/web-app.js';
 
 const SERVER_KEY = randomBytes(32).toString('base64');
 const PYTHON = '/usr/bin/python3';
@@ -274,16 +269,10 @@ print(r.text)
   });
 
   it('a page of another origin posts a presigned form from headless Chromium once the bucket allows it', async (tt) => {
-    const found: Found = await findOrInstall('chromium', ['/usr/bin/chromium', '/usr/bin/chromium-browser']);
-    if (found.path === undefined) return tt.skip(found.skip);
-    const page = http.createServer((_rq, rs) => rs.writeHead(200, { 'content-type': 'text/html' }).end('<!doctype html><title>app</title>'));
-    await new Promise<void>((r) => page.listen(0, '127.0.0.1', () => r()));
-    const origin = `http://127.0.0.1:${(page.address() as { port: number }).port}`;
-    const { chromium } = await import('playwright-core');
-    const profile = await mkdtemp(join(tmpdir(), 'files-rest-chromium-'));
-    let context: BrowserContext | null = null;
+    const app = await startWebApp();
+    const { context, origin } = app;
     try {
-      context = await chromium.launchPersistentContext(profile, { executablePath: found.path, headless: true, args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run'] });
+      if (!context) return tt.skip(app.skip ?? 'chromium did not start');
       await s3.send(new PutBucketCorsCommand({ Bucket: 'forms', CORSConfiguration: { CORSRules: [{ AllowedOrigins: [origin], AllowedMethods: ['POST'], ExposeHeaders: ['ETag'] }] } }));
       const presigned = await createPresignedPost(s3, { Bucket: 'forms', Key: 'browser/${filename}', Conditions: [['starts-with', '$key', 'browser/']], Expires: 300 });
       const tab = await context.newPage();
@@ -299,9 +288,7 @@ print(r.text)
       const got = await s3.send(new GetObjectCommand({ Bucket: 'forms', Key: 'browser/photo.txt' }));
       assert.equal(await got.Body!.transformToString(), 'picked in a browser');
     } finally {
-      await context?.close();
-      await rm(profile, { recursive: true, force: true });
-      await new Promise<void>((r) => page.close(() => r()));
+      await app.close();
     }
   });
 });

@@ -6,10 +6,6 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
-import http from 'node:http';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import {
   AbortMultipartUploadCommand,
   CompleteMultipartUploadCommand,
@@ -23,11 +19,10 @@ import {
 } from '@aws-sdk/client-s3';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import { createPresignedPost } from '@aws-sdk/s3-presigned-post';
-import type { BrowserContext } from 'playwright-core';
 import { createAccessKey } from '../src/s3/access-keys.js';
 import { requireServerKeys } from '../src/auth/server-key.js';
 import { startTestServer, type TestServer } from './support/server.js';
-import { findOrInstall, type Found } from './support/system.js';
+import { startWebApp, type WebApp } from './support/web-app.js';
 
 const ROOT = new URL('../..', import.meta.url).pathname;
 const BUCKET = 'uppy-uploads';
@@ -42,13 +37,9 @@ interface SignRequest {
 }
 
 describe("Uppy's S3 plugin in headless Chromium against the S3 door", () => {
-  let found: Found;
   let t: TestServer;
   let s3: S3Client;
-  let context: BrowserContext | null = null;
-  let profile = '';
-  let page: http.Server;
-  let origin = '';
+  let app: WebApp;
   const signed: string[] = [];
 
   /** The page's backend: presigns what Uppy asks (a POST form for a whole small file, URLs for multipart). */
@@ -87,8 +78,6 @@ describe("Uppy's S3 plugin in headless Chromium against the S3 door", () => {
       requestChecksumCalculation: 'WHEN_REQUIRED',
     });
     await s3.send(new CreateBucketCommand({ Bucket: BUCKET }));
-    found = await findOrInstall('chromium', ['/usr/bin/chromium', '/usr/bin/chromium-browser']);
-    if (found.path === undefined) return;
     const { build } = await import('esbuild');
     const bundle = await build({
       stdin: { contents: "import Uppy from '@uppy/core'; import AwsS3 from '@uppy/aws-s3'; globalThis.Uppy = Uppy; globalThis.AwsS3 = AwsS3;", resolveDir: ROOT, loader: 'js' },
@@ -99,32 +88,19 @@ describe("Uppy's S3 plugin in headless Chromium against the S3 door", () => {
       logLevel: 'silent',
       define: { 'process.env.NODE_ENV': '"production"' },
     });
-    const script = bundle.outputFiles[0]!.text;
-    page = http.createServer((rq, rs) => {
-      if (rq.url === '/uppy.js') return void rs.writeHead(200, { 'content-type': 'text/javascript' }).end(script);
-      rs.writeHead(200, { 'content-type': 'text/html' }).end('<!doctype html><title>app</title><script src="/uppy.js"></script>');
-    });
-    await new Promise<void>((r) => page.listen(0, '127.0.0.1', () => r()));
-    origin = `http://127.0.0.1:${(page.address() as { port: number }).port}`;
-    const { chromium } = await import('playwright-core');
-    profile = await mkdtemp(join(tmpdir(), 'files-rest-chromium-'));
-    context = await chromium.launchPersistentContext(profile, {
-      executablePath: found.path,
-      headless: true,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-    });
-    await context.exposeBinding('signRequest', (_source, req: SignRequest) => sign(req));
+    app = await startWebApp({ '/uppy.js': ['text/javascript', bundle.outputFiles[0]!.text] }, '<script src="/uppy.js"></script>');
+    if (!app.context) return;
+    await app.context.exposeBinding('signRequest', (_source, req: SignRequest) => sign(req));
   });
   after(async () => {
-    await context?.close();
-    if (profile) await rm(profile, { recursive: true, force: true });
-    await new Promise<void>((r) => (page ? page.close(() => r()) : r()));
+    await app?.close();
     s3?.destroy();
     await t?.close();
   });
 
   it('uploads a small file as a POST form and a 12 MiB file in multipart parts; the objects are byte-identical', async (tt) => {
-    if (!context) return tt.skip(found.skip ?? 'chromium did not start');
+    const { context, origin } = app;
+    if (!context) return tt.skip(app.skip ?? 'chromium did not start');
     await s3.send(
       new PutBucketCorsCommand({
         Bucket: BUCKET,
