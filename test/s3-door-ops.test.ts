@@ -119,6 +119,38 @@ describe('S3 door: idle uploads and metrics', () => {
     assert.match(answers, /HTTP\/1\.1 200 [\s\S]*<ListBucketResult/, 'the connection served the next request');
   });
 
+  it('a form refused after its fields were read, its file still being sent: the answer comes, the rest is drained, the connection serves the next request', async () => {
+    const port = Number(new URL(t.s3Url).port);
+    const policy = Buffer.from(JSON.stringify({ expiration: new Date(Date.now() + 600_000).toISOString(), conditions: [] })).toString('base64');
+    let head = '';
+    for (const [k, v] of Object.entries({ key: 'refused.bin', AWSAccessKeyId: 'FRNOSUCHKEY', policy, signature: 'c2lnbmF0dXJl' })) {
+      head += `--b\r\ncontent-disposition: form-data; name="${k}"\r\n\r\n${v}\r\n`;
+    }
+    head += '--b\r\ncontent-disposition: form-data; name="file"; filename="f"\r\n\r\n';
+    const rest = Buffer.concat([Buffer.alloc(3000, 0x61), Buffer.from('\r\n--b--\r\n')]);
+    const first = Buffer.concat([Buffer.from(head), Buffer.alloc(1000, 0x61)]);
+    const length = first.length + rest.length;
+    const answers = await new Promise<string>((resolve, reject) => {
+      const sock = net.connect(port, '127.0.0.1');
+      let got = '';
+      sock.on('data', (d) => {
+        got += d.toString('latin1');
+        // The refusal came while the file was still being sent: send the rest, then a second request.
+        if ((got.match(/HTTP\/1\.1 /g) ?? []).length === 1 && got.includes('</Error>')) {
+          sock.write(rest, () => sock.write('GET /idle?list-type=2 HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n'));
+        }
+      });
+      sock.on('end', () => resolve(got));
+      sock.on('error', reject);
+      sock.write(`POST /idle HTTP/1.1\r\nHost: h\r\nContent-Type: multipart/form-data; boundary=b\r\nContent-Length: ${length}\r\n\r\n`);
+      sock.write(first);
+    });
+    assert.match(answers, /^HTTP\/1\.1 403 [\s\S]*<Code>InvalidAccessKeyId<\/Code>/);
+    assert.doesNotMatch(answers.split('</Error>')[0]!, /connection: close/i);
+    assert.match(answers, /HTTP\/1\.1 200 [\s\S]*<ListBucketResult/, 'the connection served the next request');
+    assert.equal((await fetch(`${t.s3Url}/idle/refused.bin`)).status, 404);
+  });
+
   it('/metrics counts S3 requests by operation and status, and the bytes in and out', async () => {
     const scrape = async () => (await fetch(`${t.url}/metrics`)).text();
     const before = await scrape();

@@ -69,24 +69,30 @@ export function sendEmpty(r: S3Request, status: number, headers: Record<string, 
 const DRAIN_MAX = 1024 * 1024;
 
 /**
- * Whether the connection must close after answering a request whose body was not read to its end.
- * A small body the door never started reading is left to Node.js, which reads and drops the rest once
- * the answer is sent and keeps the connection: closing at once reset it under a client still
- * sending (Node.js 24.22's fetch sends a form in several writes, and got EPIPE instead of the
- * answer). A large or unknown length, a body partly read, or a client waiting for `100 Continue`
- * (which it was not sent) closes it.
+ * Whether the connection must close after answering a request whose body was not read to its end,
+ * refused with `err`. A small body (at most 1 MiB announced) is kept and dropped instead, so that a
+ * client still sending reads the answer (Node.js 24.22's fetch sends a form in several writes, and got
+ * EPIPE when the door closed on it): one never started is left to Node.js, which reads and drops the
+ * rest once the answer is sent; one partly read (a PostObject form refused after its fields) is
+ * unhooked from its readers and drained here. A large or unknown length, a client waiting for
+ * `100 Continue` (which it was not sent), a body that stalled or broke off, closes it.
  */
-function mustClose(req: IncomingMessage): boolean {
+function closeOrDrain(req: IncomingMessage, err: S3Error): boolean {
   if (req.complete) return false;
-  if (req.headers.expect !== undefined || req.readableDidRead) return true;
+  if (req.destroyed || req.headers.expect !== undefined || err.code === 'RequestTimeout' || err.code === 'IncompleteBody') return true;
   const length = Number(req.headers['content-length']);
-  return !(Number.isSafeInteger(length) && length <= DRAIN_MAX);
+  if (!(Number.isSafeInteger(length) && length <= DRAIN_MAX)) return true;
+  if (req.readableDidRead) {
+    req.unpipe();
+    req.resume();
+  }
+  return false;
 }
 
 /**
  * Sends S3's XML error document. HEAD answers carry no body (S3 gives only the status). When the
  * request body was not read to its end the connection is closed after the answer, unless it is
- * small enough to drop (mustClose).
+ * small enough to drop (closeOrDrain).
  */
 export function sendError(res: ServerResponse, req: IncomingMessage, err: S3Error, resource: string, requestId: string, extra: Record<string, string> = {}): void {
   if (res.headersSent) {
@@ -95,7 +101,7 @@ export function sendError(res: ServerResponse, req: IncomingMessage, err: S3Erro
   }
   const body = Buffer.from(renderS3ErrorXml(err, { resource, requestId }), 'utf8');
   const headers: Record<string, string> = { ...extra, 'content-type': 'application/xml', 'content-length': String(body.length) };
-  if (mustClose(req)) headers.connection = 'close';
+  if (closeOrDrain(req, err)) headers.connection = 'close';
   res.writeHead(err.status, headers);
   res.end(req.method === 'HEAD' ? undefined : body);
 }
