@@ -12,6 +12,27 @@ function metricValue(text: string, line: RegExp): number {
   return m ? Number(m.slice(m.lastIndexOf(' ') + 1)) : 0;
 }
 
+/**
+ * Sends a request's head and the first part of its body on a raw socket; once the refusal has come,
+ * sends the rest of the body and then a second request on the same connection. All the answers.
+ */
+function refusedMidBody(port: number, head: string, first: Buffer, rest: Buffer): Promise<string> {
+  return new Promise<string>((resolve, reject) => {
+    const sock = net.connect(port, '127.0.0.1');
+    let got = '';
+    sock.on('data', (d) => {
+      got += d.toString('latin1');
+      if ((got.match(/HTTP\/1\.1 /g) ?? []).length === 1 && got.includes('</Error>')) {
+        sock.write(rest, () => sock.write('GET /idle?list-type=2 HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n'));
+      }
+    });
+    sock.on('end', () => resolve(got));
+    sock.on('error', reject);
+    sock.write(head);
+    sock.write(first);
+  });
+}
+
 describe('S3 door: idle uploads and metrics', () => {
   let t: TestServer;
   before(async () => {
@@ -98,22 +119,9 @@ describe('S3 door: idle uploads and metrics', () => {
   it('a refused request with a small body still being sent: the answer comes, the rest of the body is dropped, the connection serves the next request', async () => {
     const port = Number(new URL(t.s3Url).port);
     const body = Buffer.alloc(2000, 0x61);
-    const answers = await new Promise<string>((resolve, reject) => {
-      const sock = net.connect(port, '127.0.0.1');
-      let got = '';
-      sock.on('data', (d) => {
-        got += d.toString('latin1');
-        // The first answer arrived before the body was all sent: send the rest, then a second request.
-        if ((got.match(/HTTP\/1\.1 /g) ?? []).length === 1 && got.includes('</Error>')) {
-          sock.write(body.subarray(1000), () => sock.write('GET /idle?list-type=2 HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n'));
-        }
-      });
-      sock.on('end', () => resolve(got));
-      sock.on('error', reject);
-      // A POST to a bucket that is not a form is refused (412) before its body is read.
-      sock.write(`POST /idle HTTP/1.1\r\nHost: h\r\nContent-Type: application/octet-stream\r\nContent-Length: ${body.length}\r\n\r\n`);
-      sock.write(body.subarray(0, 1000));
-    });
+    // A POST to a bucket that is not a form is refused (412) before its body is read.
+    const head = `POST /idle HTTP/1.1\r\nHost: h\r\nContent-Type: application/octet-stream\r\nContent-Length: ${body.length}\r\n\r\n`;
+    const answers = await refusedMidBody(port, head, body.subarray(0, 1000), body.subarray(1000));
     assert.match(answers, /^HTTP\/1\.1 412 /);
     assert.doesNotMatch(answers.split('</Error>')[0]!, /connection: close/i);
     assert.match(answers, /HTTP\/1\.1 200 [\s\S]*<ListBucketResult/, 'the connection served the next request');
@@ -130,21 +138,8 @@ describe('S3 door: idle uploads and metrics', () => {
     const rest = Buffer.concat([Buffer.alloc(3000, 0x61), Buffer.from('\r\n--b--\r\n')]);
     const first = Buffer.concat([Buffer.from(head), Buffer.alloc(1000, 0x61)]);
     const length = first.length + rest.length;
-    const answers = await new Promise<string>((resolve, reject) => {
-      const sock = net.connect(port, '127.0.0.1');
-      let got = '';
-      sock.on('data', (d) => {
-        got += d.toString('latin1');
-        // The refusal came while the file was still being sent: send the rest, then a second request.
-        if ((got.match(/HTTP\/1\.1 /g) ?? []).length === 1 && got.includes('</Error>')) {
-          sock.write(rest, () => sock.write('GET /idle?list-type=2 HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n'));
-        }
-      });
-      sock.on('end', () => resolve(got));
-      sock.on('error', reject);
-      sock.write(`POST /idle HTTP/1.1\r\nHost: h\r\nContent-Type: multipart/form-data; boundary=b\r\nContent-Length: ${length}\r\n\r\n`);
-      sock.write(first);
-    });
+    const request = `POST /idle HTTP/1.1\r\nHost: h\r\nContent-Type: multipart/form-data; boundary=b\r\nContent-Length: ${length}\r\n\r\n`;
+    const answers = await refusedMidBody(port, request, first, rest);
     assert.match(answers, /^HTTP\/1\.1 403 [\s\S]*<Code>InvalidAccessKeyId<\/Code>/);
     assert.doesNotMatch(answers.split('</Error>')[0]!, /connection: close/i);
     assert.match(answers, /HTTP\/1\.1 200 [\s\S]*<ListBucketResult/, 'the connection served the next request');
