@@ -135,6 +135,46 @@ describe('S3 multipart uploads', () => {
     assert.equal(b.reservedSize, 0, 'the reservation became the object');
   });
 
+  it('a last part smaller than a middle part may be, overtaking part 1, waits for it instead of fixing the part size', async () => {
+    const key = 'raw/overtaken.bin';
+    const { UploadId } = await s3.send(new CreateMultipartUploadCommand({ Bucket: bucket, Key: key }));
+    const p1 = randomBytes(2000 * K);
+    const p2 = randomBytes(MIN - 1);
+    const send = (n: number, b: Buffer) => s3.send(new UploadPartCommand({ Bucket: bucket, Key: key, UploadId, PartNumber: n, Body: b }));
+    // Part 2 (surely the last: smaller than MIN) arrives first; part 1 comes after the layout wait (200 ms).
+    const second = send(2, p2);
+    await new Promise((r) => setTimeout(r, 600));
+    const e1 = (await send(1, p1)).ETag!;
+    const e2 = (await second).ETag!;
+    await s3.send(new CompleteMultipartUploadCommand({ Bucket: bucket, Key: key, UploadId, MultipartUpload: { Parts: [{ PartNumber: 1, ETag: e1 }, { PartNumber: 2, ETag: e2 }] } }));
+    const got = await s3.send(new GetObjectCommand({ Bucket: bucket, Key: key }));
+    assert.ok(Buffer.from(await got.Body!.transformToByteArray()).equals(Buffer.concat([p1, p2])));
+  });
+
+  it('a last part that never sees part 1 is refused with ServiceUnavailable, holding nothing; sent again after part 1 it is stored', async () => {
+    const key = 'raw/no-first.bin';
+    const { UploadId } = await s3.send(new CreateMultipartUploadCommand({ Bucket: bucket, Key: key }));
+    const once = new S3Client({ endpoint: t.s3Url, region: 'us-east-1', forcePathStyle: true, maxAttempts: 1, credentials: { accessKeyId: id, secretAccessKey: secret } });
+    try {
+      const p1 = randomBytes(2000 * K);
+      const p2 = randomBytes(10);
+      const refused = await once.send(new UploadPartCommand({ Bucket: bucket, Key: key, UploadId, PartNumber: 2, Body: p2 })).catch((e: unknown) => e);
+      assert.ok(refused instanceof S3ServiceException, String(refused));
+      assert.equal(refused.name, 'ServiceUnavailable');
+      assert.equal(refused.$metadata.httpStatusCode, 503);
+      assert.match(refused.message, /part 1/);
+      const listed = await s3.send(new ListPartsCommand({ Bucket: bucket, Key: key, UploadId }));
+      assert.equal(listed.Parts?.length ?? 0, 0);
+      const e1 = (await s3.send(new UploadPartCommand({ Bucket: bucket, Key: key, UploadId, PartNumber: 1, Body: p1 }))).ETag!;
+      const e2 = (await s3.send(new UploadPartCommand({ Bucket: bucket, Key: key, UploadId, PartNumber: 2, Body: p2 }))).ETag!;
+      await s3.send(new CompleteMultipartUploadCommand({ Bucket: bucket, Key: key, UploadId, MultipartUpload: { Parts: [{ PartNumber: 1, ETag: e1 }, { PartNumber: 2, ETag: e2 }] } }));
+      const got = await s3.send(new GetObjectCommand({ Bucket: bucket, Key: key }));
+      assert.ok(Buffer.from(await got.Body!.transformToByteArray()).equals(Buffer.concat([p1, p2])));
+    } finally {
+      once.destroy();
+    }
+  });
+
   it('raw calls: out-of-order and re-sent parts; wrong ETag, wrong order, too-small part, bad part number; then complete', async () => {
     const key = 'raw/one.bin';
     const { UploadId } = await s3.send(new CreateMultipartUploadCommand({ Bucket: bucket, Key: key }));
@@ -371,7 +411,8 @@ describe('S3 multipart uploads', () => {
     if (probe.code !== 0) return ctx.skip(`boto3 is not importable by ${PYTHON}`);
     const home = await mkdtemp(join(tmpdir(), 'files-rest-boto3-mp-'));
     try {
-      const data = randomBytes(11 * MiB + 7);
+      // Parts of 5 MiB, 5 MiB and 7 bytes: the last, under MIN, waits for part 1 when boto3's threads let it overtake.
+      const data = randomBytes(10 * MiB + 7);
       await writeFile(join(home, 'in.bin'), data);
       const script = `
 import boto3, sys

@@ -17,7 +17,7 @@
 import { createHash } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import { sql } from 'kysely';
-import { AppError } from '../errors.js';
+import { AppError, isAppError } from '../errors.js';
 import { transaction } from '../db/database.js';
 import type { Executor } from '../db/schema.js';
 import { isStorageFull } from '../storage/backend.js';
@@ -119,20 +119,29 @@ export async function createS3Upload(
 
 /**
  * The part size of the upload, fixing it when unknown: part 1 fixes it with its size; another part
- * waits for part 1 a while, then fixes it with its own.
+ * waits for part 1 a while (FILES_REST_S3_MULTIPART_LAYOUT_WAIT), then fixes it with its own.
+ *
+ * A part other than part 1 smaller than the least a part other than the last may be
+ * (FILES_REST_S3_MULTIPART_MIN_PART_SIZE) is the last part: its size says nothing of the others', and
+ * fixing the part size with it would refuse every full part after it (a small last part that overtook
+ * part 1, as boto3's threads let it when the machine is busy). It waits ten times as long, then is
+ * refused with S3_PART_BEFORE_LAYOUT (503: the SDKs send it again).
  */
 async function fixPartSize(ctx: DomainContext, u: MultipartUpload, partNumber: number, size: number, signal?: AbortSignal): Promise<number> {
   if (u.partSize > 0) return u.partSize;
   if (partNumber !== 1) {
-    const until = Date.now() + ctx.config.s3MultipartLayoutWait;
+    const surelyLast = size < ctx.config.s3MultipartMinPartSize;
+    const until = Date.now() + ctx.config.s3MultipartLayoutWait * (surelyLast ? 10 : 1);
     let delay = 10;
-    while (Date.now() < until && !signal?.aborted) {
+    while (Date.now() < until) {
       await new Promise((r) => setTimeout(r, delay));
+      if (signal?.aborted) throw isAppError(signal.reason) ? signal.reason : new AppError('CLIENT_DISCONNECTED');
       delay = Math.min(delay * 2, 100);
       const now = await findUpload(ctx.db, u.id);
       if (!now) throw new AppError('UPLOAD_NOT_FOUND');
       if (now.partSize > 0) return now.partSize;
     }
+    if (surelyLast) throw new AppError('S3_PART_BEFORE_LAYOUT', { partNumber, size });
   }
   await ctx.db.updateTable('multipart_uploads').set({ part_size: Math.max(size, 1) }).where('id', '=', u.id).where('part_size', '=', 0).execute();
   const now = await findUpload(ctx.db, u.id);

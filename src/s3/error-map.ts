@@ -44,6 +44,7 @@ const TABLE: Partial<Record<ErrorCode, [S3ErrorCode, string?]>> = {
   INVALID_PART_ORDER: ['InvalidPartOrder'],
   PART_TOO_SMALL: ['EntityTooSmall'],
   S3_PART_LAYOUT: ['InvalidArgument'],
+  S3_PART_BEFORE_LAYOUT: ['ServiceUnavailable'],
   INVALID_PART_NUMBER: ['InvalidArgument', 'Part number must be an integer between 1 and 10000, inclusive.'],
   FILE_CORRUPTED: ['InternalError', 'The stored file failed its last integrity check and is not served.'],
   FILE_MISSING: ['InternalError', 'The stored file could not be read.'],
@@ -65,7 +66,7 @@ export function toS3Error(e: unknown): S3Error {
     if (hit) {
       const [code, message] = hit;
       if (e.code === 'CHECKSUM_MISMATCH' && e.params.header === 'x-amz-content-sha256') return new S3Error('XAmzContentSHA256Mismatch');
-      return new S3Error(code, message ?? (code === 'InvalidArgument' || code === 'InvalidRequest' ? e.message : undefined));
+      return new S3Error(code, message ?? (code === 'InvalidArgument' || code === 'InvalidRequest' || e.code === 'S3_PART_BEFORE_LAYOUT' ? e.message : undefined));
     }
     return new S3Error(e.status >= 500 ? 'InternalError' : 'InvalidRequest', e.status >= 500 ? undefined : e.message);
   }
