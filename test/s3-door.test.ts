@@ -262,6 +262,19 @@ describe('S3 door', () => {
     assert.deepEqual(await s3Code(s3.send(new PutObjectAclCommand({ Bucket: 'acls', Key: 'k', AccessControlPolicy: { Owner: owner, Grants: publicGrant } }))), { name: 'NotImplemented', status: 501 });
     assert.deepEqual(await s3Code(s3.send(new PutObjectAclCommand({ Bucket: 'acls', Key: 'k', ACL: 'public-read' }))), { name: 'NotImplemented', status: 501 });
     assert.deepEqual(await s3Code(s3.send(new PutObjectAclCommand({ Bucket: 'acls', Key: 'k', GrantRead: 'uri="http://acs.amazonaws.com/groups/global/AllUsers"' }))), { name: 'NotImplemented', status: 501 });
+    // Grantees that cannot exist here are S3's 400s, before anything else is judged.
+    const stranger = [...expected, { Grantee: { Type: 'CanonicalUser' as const, ID: '_foo' }, Permission: 'READ' as const }];
+    assert.deepEqual(await s3Code(s3.send(new PutBucketAclCommand({ Bucket: 'acls', AccessControlPolicy: { Owner: owner, Grants: stranger } }))), { name: 'InvalidArgument', status: 400 });
+    const byEmail = [...expected, { Grantee: { Type: 'AmazonCustomerByEmail' as const, EmailAddress: 'nobody@example.com' }, Permission: 'READ' as const }];
+    assert.deepEqual(await s3Code(s3.send(new PutBucketAclCommand({ Bucket: 'acls', AccessControlPolicy: { Owner: owner, Grants: byEmail } }))), { name: 'UnresolvableGrantByEmailAddress', status: 400 });
+    assert.deepEqual(await s3Code(s3.send(new PutBucketAclCommand({ Bucket: 'acls', GrantRead: 'emailAddress="nobody@example.com"' }))), { name: 'UnresolvableGrantByEmailAddress', status: 400 });
+    assert.deepEqual(await s3Code(s3.send(new PutBucketAclCommand({ Bucket: 'acls', GrantWrite: 'id="_foo"' }))), { name: 'InvalidArgument', status: 400 });
+    const badPermission = [{ Grantee: expected[0]!.Grantee, Permission: 'EVERYTHING' as 'READ' }];
+    assert.deepEqual(await s3Code(s3.send(new PutBucketAclCommand({ Bucket: 'acls', AccessControlPolicy: { Owner: owner, Grants: badPermission } }))), { name: 'MalformedACLError', status: 400 });
+    // The owner's FULL_CONTROL as a grant header is the ACL there is.
+    await s3.send(new PutBucketAclCommand({ Bucket: 'acls', GrantFullControl: `id="${owner.ID}"` }));
+    assert.deepEqual(await s3Code(s3.send(new PutBucketAclCommand({ Bucket: 'acls', GrantRead: `id="${owner.ID}"` }))), { name: 'NotImplemented', status: 501 });
+    assert.deepEqual((await s3.send(new GetBucketAclCommand({ Bucket: 'acls' }))).Grants, expected);
     assert.deepEqual(await s3Code(s3.send(new GetObjectAclCommand({ Bucket: 'acls', Key: 'none' }))), { name: 'NoSuchKey', status: 404 });
     assert.deepEqual(await s3Code(s3.send(new GetObjectAclCommand({ Bucket: 'acls', Key: 'k', VersionId: 'no-such-version' }))), { name: 'NoSuchVersion', status: 404 });
   });

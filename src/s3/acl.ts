@@ -26,26 +26,69 @@ function notImplemented(what: string): S3Error {
   return new S3Error('NotImplemented', `${what} is not supported by files-rest: every bucket and object is private to its owner; who may do what is set with access keys and the permission factory.`);
 }
 
+const PERMISSIONS = new Set(['FULL_CONTROL', 'WRITE', 'WRITE_ACP', 'READ', 'READ_ACP']);
+const MALFORMED = 'The XML you provided was not well-formed or did not validate against our published schema.';
+
+/**
+ * Refuses, as S3 does (400), a grantee that cannot exist here: a canonical user id other than the
+ * owner's (files-rest has one owner), an e-mail address (no account has one). A group (AllUsers,
+ * AuthenticatedUsers, LogDelivery) is a grant files-rest does not offer: left to NotImplemented.
+ */
+function checkGrantee(kind: 'id' | 'emailAddress' | 'uri', value: string): void {
+  if (kind === 'emailAddress') throw new S3Error('UnresolvableGrantByEmailAddress', 'The e-mail address you provided does not match any account on record.');
+  if (kind === 'id' && value !== DEFAULT_S3_OWNER.id) throw new S3Error('InvalidArgument', 'Invalid id', { ArgumentName: 'CanonicalUser/ID', ArgumentValue: value });
+}
+
 /** Whether an AccessControlPolicy document grants the owner FULL_CONTROL and nothing else. */
 function isOwnerOnly(root: XmlElement): boolean {
-  if (root.name !== 'AccessControlPolicy') throw new S3Error('MalformedACLError', 'The XML you provided was not well-formed or did not validate against our published schema.');
+  if (root.name !== 'AccessControlPolicy') throw new S3Error('MalformedACLError', MALFORMED);
   const lists = root.children.filter((c) => c.name === 'AccessControlList');
-  if (lists.length !== 1) throw new S3Error('MalformedACLError', 'The XML you provided was not well-formed or did not validate against our published schema.');
+  if (lists.length !== 1) throw new S3Error('MalformedACLError', MALFORMED);
   const grants = lists[0]!.children.filter((c) => c.name === 'Grant');
+  for (const grant of grants) {
+    const grantee = grant.children.find((c) => c.name === 'Grantee');
+    const permission = grant.children.find((c) => c.name === 'Permission')?.text.trim();
+    if (!grantee || !permission || !PERMISSIONS.has(permission)) throw new S3Error('MalformedACLError', MALFORMED);
+    const named = grantee.children.filter((c) => c.name === 'ID' || c.name === 'EmailAddress' || c.name === 'URI');
+    if (named.length !== 1) throw new S3Error('MalformedACLError', MALFORMED);
+    const n = named[0]!;
+    checkGrantee(n.name === 'ID' ? 'id' : n.name === 'EmailAddress' ? 'emailAddress' : 'uri', n.text.trim());
+  }
   if (grants.length !== 1) return false;
   const grant = grants[0]!;
-  const grantee = grant.children.find((c) => c.name === 'Grantee');
-  const id = grantee?.children.find((c) => c.name === 'ID')?.text.trim();
-  const permission = grant.children.find((c) => c.name === 'Permission')?.text.trim();
-  return id === DEFAULT_S3_OWNER.id && permission === 'FULL_CONTROL';
+  const id = grant.children.find((c) => c.name === 'Grantee')?.children.find((c) => c.name === 'ID')?.text.trim();
+  return id === DEFAULT_S3_OWNER.id && grant.children.find((c) => c.name === 'Permission')?.text.trim() === 'FULL_CONTROL';
+}
+
+/**
+ * The grantees of `x-amz-grant-*` headers (`id="…", emailAddress="…", uri="…"`, comma-separated):
+ * S3's 400 for one that cannot exist; true when the headers give the owner FULL_CONTROL and nothing
+ * else (the ACL there is).
+ */
+function grantHeadersAreOwnerOnly(r: S3Request, names: string[]): boolean {
+  let ownerOnly = names.length === 1 && names[0] === 'x-amz-grant-full-control';
+  for (const name of names) {
+    for (const item of (header(r, name) ?? '').split(',')) {
+      const m = /^\s*(id|emailAddress|uri)\s*=\s*"?([^"]*)"?\s*$/i.exec(item);
+      if (!m) throw new S3Error('InvalidArgument', `${name} must list grantees as id="…", emailAddress="…" or uri="…"`, { ArgumentName: name, ArgumentValue: header(r, name) ?? '' });
+      const kind = m[1]!.toLowerCase() === 'emailaddress' ? 'emailAddress' : (m[1]!.toLowerCase() as 'id' | 'uri');
+      checkGrantee(kind, m[2]!);
+      if (kind !== 'id') ownerOnly = false;
+    }
+  }
+  return ownerOnly;
 }
 
 /** Checks a PutBucketAcl / PutObjectAcl asks for the ACL there is; NotImplemented otherwise. */
 async function requireOwnerOnly(r: S3Request): Promise<void> {
   const canned = header(r, 'x-amz-acl');
   const grants = [...r.headers.keys()].filter((h) => h.startsWith('x-amz-grant-'));
-  if (grants.length > 0) throw notImplemented(`Access control grants (${grants.join(', ')})`);
+  if (grants.length > 0 && !grantHeadersAreOwnerOnly(r, grants)) throw notImplemented(`Access control grants (${grants.join(', ')})`);
   const body = await readSmallBody(r);
+  if (grants.length > 0) {
+    if (canned !== undefined || body.length > 0) throw new S3Error('InvalidRequest', 'Give one of x-amz-acl, x-amz-grant-* headers or an AccessControlPolicy, not several.');
+    return;
+  }
   if (canned !== undefined) {
     if (body.length > 0) throw new S3Error('UnexpectedContent', 'This request does not support content: give either x-amz-acl or an AccessControlPolicy.');
     if (!ACCEPTED_CANNED.has(canned.trim().toLowerCase())) throw notImplemented(`The canned ACL ${canned}`);

@@ -295,7 +295,8 @@ export class S3Door {
     for (const name of r.query.keys()) {
       if (UNSUPPORTED.has(name)) throw new S3Error('NotImplemented', `The ?${name} subresource (${m}) is not supported by files-rest.`);
     }
-    const refused = unsupportedHeaderError(r.headers);
+    // PutBucketAcl and PutObjectAcl judge their own x-amz-acl and x-amz-grant-* (src/s3/acl.ts).
+    const refused = r.query.has('acl') ? null : unsupportedHeaderError(r.headers);
     if (refused) throw refused;
     checkExpectedOwner(r);
     if (r.bucketName === '') {

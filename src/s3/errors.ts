@@ -41,6 +41,7 @@ export const S3_ERRORS = {
   KeyTooLongError: { status: 400, message: 'Your key is too long.' },
   InvalidLocationConstraint: { status: 400, message: 'The specified location-constraint is not valid.' },
   MalformedACLError: { status: 400, message: 'The XML you provided was not well-formed or did not validate against our published schema.' },
+  UnresolvableGrantByEmailAddress: { status: 400, message: 'The email address you provided does not match any account on record.' },
   UnexpectedContent: { status: 400, message: 'This request does not support content.' },
   MalformedPOSTRequest: { status: 400, message: 'The body of your POST request is not well-formed multipart/form-data.' },
   InvalidPolicyDocument: { status: 400, message: 'The content of the form does not meet the conditions specified in the policy document.' },
