@@ -33,7 +33,7 @@ export function createLogger(config: Config, name = 'files-rest'): Logger {
 }
 
 /** Opens and migrates the database; errors name DATABASE_URL and where it points. */
-async function openDatabaseFor(config: Config, create: boolean): Promise<DatabaseHandle> {
+async function openDatabaseFor(config: Config, create: boolean, serving: boolean): Promise<DatabaseHandle> {
   const url = config.databaseUrl;
   let database: DatabaseHandle;
   try {
@@ -47,6 +47,8 @@ async function openDatabaseFor(config: Config, create: boolean): Promise<Databas
       sqliteReadThreads: config.sqliteReadThreads,
       // Released once `serve` has started (startupWritesDone): other commands read one at a time.
       sqliteReadThreadsHeld: true,
+      // A server's start-up writes start no checkpoint thread; other commands (the worker) checkpoint as they write.
+      sqliteCheckpointsHeld: serving,
       mustExist: !create,
     });
   } catch (e) {
@@ -85,11 +87,13 @@ export interface OpenCoreOptions {
    * embedding applications. Admin commands pass false and fail with DatabaseMissingError instead.
    */
   create?: boolean;
+  /** For `createServer`: the start-up's writes start no SQLite checkpoint thread; startServer releases it (startupWritesDone). */
+  serving?: boolean;
 }
 
 /** Opens the database (migrating it), the storage backends, the queue and the signals. */
 export async function openCore(config: Config, log: Logger = createLogger(config), sender: unknown = null, opts: OpenCoreOptions = {}): Promise<Core> {
-  const database = await openDatabaseFor(config, opts.create !== false);
+  const database = await openDatabaseFor(config, opts.create !== false, opts.serving === true);
   const storage = await createStorage(config, database.db);
   const queue = new TaskQueue(database.db, database.dialect);
   const signals = new Signals(sender, log);
@@ -161,7 +165,7 @@ export interface Server {
 export async function createServer(config: Config, opts: { log?: Logger } = {}): Promise<Server> {
   const log = opts.log ?? createLogger(config);
   const server = {} as Server;
-  const core = await openCore(config, log, server);
+  const core = await openCore(config, log, server, { serving: true });
   const { ctx } = core;
   try {
     await prepareLocations(ctx);

@@ -16,6 +16,9 @@ import {
   DeleteBucketCommand,
   DeleteObjectCommand,
   GetBucketAclCommand,
+  GetBucketTaggingCommand,
+  PutBucketTaggingCommand,
+  DeleteBucketTaggingCommand,
   GetObjectAclCommand,
   PutBucketAclCommand,
   PutObjectAclCommand,
@@ -279,6 +282,52 @@ describe('S3 door', () => {
     assert.deepEqual(await s3Code(s3.send(new GetObjectAclCommand({ Bucket: 'acls', Key: 'k', VersionId: 'no-such-version' }))), { name: 'NoSuchVersion', status: 404 });
   });
 
+  it('bucket tagging: NoSuchTagSet until set, the set replaced and read back by key, S3\'s limits, removed with 204 and with the bucket', async () => {
+    await s3.send(new CreateBucketCommand({ Bucket: 'tagged' }));
+    assert.deepEqual(await s3Code(s3.send(new GetBucketTaggingCommand({ Bucket: 'tagged' }))), { name: 'NoSuchTagSet', status: 404 });
+    const put = await s3.send(new PutBucketTaggingCommand({ Bucket: 'tagged', Tagging: { TagSet: [{ Key: 'project', Value: 'ölmühle' }, { Key: 'cost-centre', Value: '42' }] } }));
+    assert.equal(put.$metadata.httpStatusCode, 204);
+    assert.deepEqual((await s3.send(new GetBucketTaggingCommand({ Bucket: 'tagged' }))).TagSet, [{ Key: 'cost-centre', Value: '42' }, { Key: 'project', Value: 'ölmühle' }]);
+    await s3.send(new PutBucketTaggingCommand({ Bucket: 'tagged', Tagging: { TagSet: [{ Key: 'only', Value: '' }] } }));
+    assert.deepEqual((await s3.send(new GetBucketTaggingCommand({ Bucket: 'tagged' }))).TagSet, [{ Key: 'only', Value: '' }]);
+    // Refused, and the set stays as it was.
+    const fifty = Array.from({ length: 50 }, (_, i) => ({ Key: `k${i}`, Value: String(i) }));
+    await s3.send(new PutBucketTaggingCommand({ Bucket: 'tagged', Tagging: { TagSet: fifty } }));
+    for (const TagSet of [
+      [...fifty, { Key: 'k50', Value: '50' }],
+      [{ Key: 'aws:createdBy', Value: 'me' }],
+      [{ Key: 'a', Value: '1' }, { Key: 'a', Value: '2' }],
+      [{ Key: 'k'.repeat(129), Value: '1' }],
+      [{ Key: 'v', Value: 'v'.repeat(257) }],
+      [{ Key: '', Value: '1' }],
+    ]) {
+      assert.deepEqual(await s3Code(s3.send(new PutBucketTaggingCommand({ Bucket: 'tagged', Tagging: { TagSet } }))), { name: 'InvalidTag', status: 400 }, JSON.stringify(TagSet).slice(0, 80));
+    }
+    assert.equal((await s3.send(new GetBucketTaggingCommand({ Bucket: 'tagged' }))).TagSet?.length, 50);
+    // A key that may read the bucket but not change it.
+    const ro = await createAccessKey(t.server.core.ctx.db, requireServerKeys(t.config, null), { actions: ['bucket-read'] });
+    const reader = client(t, ro.info.accessKeyId, ro.secret);
+    try {
+      assert.equal((await reader.send(new GetBucketTaggingCommand({ Bucket: 'tagged' }))).TagSet?.length, 50);
+      assert.deepEqual(await s3Code(reader.send(new PutBucketTaggingCommand({ Bucket: 'tagged', Tagging: { TagSet: [] } }))), { name: 'AccessDenied', status: 403 });
+      assert.deepEqual(await s3Code(reader.send(new DeleteBucketTaggingCommand({ Bucket: 'tagged' }))), { name: 'AccessDenied', status: 403 });
+    } finally {
+      reader.destroy();
+    }
+    const del = await s3.send(new DeleteBucketTaggingCommand({ Bucket: 'tagged' }));
+    assert.equal(del.$metadata.httpStatusCode, 204);
+    assert.deepEqual(await s3Code(s3.send(new GetBucketTaggingCommand({ Bucket: 'tagged' }))), { name: 'NoSuchTagSet', status: 404 });
+    // An empty set removes them too; a deleted bucket's tags do not come back with a new one of that name.
+    await s3.send(new PutBucketTaggingCommand({ Bucket: 'tagged', Tagging: { TagSet: [{ Key: 'a', Value: '1' }] } }));
+    await s3.send(new PutBucketTaggingCommand({ Bucket: 'tagged', Tagging: { TagSet: [] } }));
+    assert.deepEqual(await s3Code(s3.send(new GetBucketTaggingCommand({ Bucket: 'tagged' }))), { name: 'NoSuchTagSet', status: 404 });
+    await s3.send(new PutBucketTaggingCommand({ Bucket: 'tagged', Tagging: { TagSet: [{ Key: 'a', Value: '1' }] } }));
+    await s3.send(new DeleteBucketCommand({ Bucket: 'tagged' }));
+    assert.deepEqual(await s3Code(s3.send(new GetBucketTaggingCommand({ Bucket: 'tagged' }))), { name: 'NoSuchBucket', status: 404 });
+    await s3.send(new CreateBucketCommand({ Bucket: 'tagged' }));
+    assert.deepEqual(await s3Code(s3.send(new GetBucketTaggingCommand({ Bucket: 'tagged' }))), { name: 'NoSuchTagSet', status: 404 });
+  });
+
   it('x-amz-expected-bucket-owner: the owner the listings show is served, another is AccessDenied and nothing stored', async () => {
     await s3.send(new CreateBucketCommand({ Bucket: 'owned' }));
     const owner = (await s3.send(new ListBucketsCommand({}))).Owner!.ID!;
@@ -342,7 +391,7 @@ describe('S3 door', () => {
   it('operations files-rest does not offer answer NotImplemented in XML; an unsigned form upload is anonymous', async () => {
     await s3.send(new CreateBucketCommand({ Bucket: 'noimpl' }));
     assert.deepEqual(await s3Code(s3.send(new PutBucketAclCommand({ Bucket: 'noimpl', ACL: 'public-read' }))), { name: 'NotImplemented', status: 501 });
-    for (const sub of ['policy', 'lifecycle', 'tagging', 'website', 'object-lock']) {
+    for (const sub of ['policy', 'lifecycle', 'website', 'object-lock']) {
       const url = `${t.s3Url}/noimpl?${sub}`;
       const signer = new SignatureV4({ credentials: { accessKeyId: id, secretAccessKey: secret }, region: 'us-east-1', service: 's3', sha256: Sha256 });
       const req = await signer.sign(new HttpRequest({ method: 'GET', protocol: 'http:', hostname: '127.0.0.1', port: Number(new URL(t.s3Url).port), path: '/noimpl', query: { [sub]: '' }, headers: { host: new URL(t.s3Url).host, 'x-amz-content-sha256': 'UNSIGNED-PAYLOAD' } }));
@@ -587,6 +636,11 @@ describe('S3 door', () => {
       r = await aws('s3', 'cp', 's3://cli-bucket/copied.bin', join(home, 'copied.bin'));
       assert.equal(r.code, 0, r.stderr);
       assert.deepEqual(await readFile(join(home, 'copied.bin')), data);
+      r = await aws('s3api', 'put-bucket-tagging', '--bucket', 'cli-bucket', '--tagging', 'TagSet=[{Key=team,Value=archive}]');
+      assert.equal(r.code, 0, r.stderr);
+      r = await aws('s3api', 'get-bucket-tagging', '--bucket', 'cli-bucket');
+      assert.equal(r.code, 0, r.stderr);
+      assert.deepEqual((JSON.parse(r.stdout) as { TagSet: unknown }).TagSet, [{ Key: 'team', Value: 'archive' }]);
       r = await aws('s3api', 'delete-object', '--bucket', 'cli-bucket', '--key', 'x/y.bin');
       assert.equal(r.code, 0, r.stderr);
       assert.equal((JSON.parse(r.stdout) as { DeleteMarker: boolean }).DeleteMarker, true);

@@ -361,16 +361,18 @@ describe('Fuzz over raw sockets: malformed S3 requests', () => {
     }
   }
 
-  /** CreateBucket, PutBucketVersioning and PutBucketCors with a malformed XML body, validly signed. */
+  /** CreateBucket, PutBucketVersioning, PutBucketCors and PutBucketTagging with a malformed XML body, validly signed. */
   async function badXml(rnd: () => number, i: number): Promise<Planned> {
-    const op = pick(rnd, ['create', 'versioning', 'cors'] as const);
+    const op = pick(rnd, ['create', 'versioning', 'cors', 'tagging'] as const);
     const create = op === 'create';
     const valid =
       op === 'create'
         ? `<CreateBucketConfiguration xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><LocationConstraint>${pick(rnd, ['eu-west-1', 'us-east-2'])}</LocationConstraint></CreateBucketConfiguration>`
         : op === 'versioning'
           ? '<VersioningConfiguration xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Status>Enabled</Status></VersioningConfiguration>'
-          : '<CORSConfiguration xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><CORSRule><AllowedOrigin>https://a.example</AllowedOrigin><AllowedMethod>GET</AllowedMethod><ExposeHeader>ETag</ExposeHeader></CORSRule></CORSConfiguration>';
+          : op === 'cors'
+            ? '<CORSConfiguration xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><CORSRule><AllowedOrigin>https://a.example</AllowedOrigin><AllowedMethod>GET</AllowedMethod><ExposeHeader>ETag</ExposeHeader></CORSRule></CORSConfiguration>'
+            : '<Tagging xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><TagSet><Tag><Key>project</Key><Value>ETag</Value></Tag></TagSet></Tagging>';
     const kind = pick(rnd, ['truncated', 'ampersand', 'lt', 'root', 'nul', 'charref', 'doctype', 'garbage']);
     let xml: string;
     switch (kind) {
@@ -384,7 +386,7 @@ describe('Fuzz over raw sockets: malformed S3 requests', () => {
         break;
       }
       case 'root':
-        xml = valid.replace(/(CreateBucketConfiguration|VersioningConfiguration|CORSConfiguration)/g, pick(rnd, ['Nope', 'Wrong']));
+        xml = valid.replace(/(CreateBucketConfiguration|VersioningConfiguration|CORSConfiguration|Tagging)/g, pick(rnd, ['Nope', 'Wrong']));
         break;
       case 'nul':
         xml = valid.replace('><', '>\u0000<');
@@ -409,7 +411,7 @@ describe('Fuzz over raw sockets: malformed S3 requests', () => {
     await fileRemovalsSettled(t);
     const db = t.server.core.ctx.db;
     const count = async (table: 'object_versions' | 'files' | 'buckets' | 'multipart_uploads') => Number((await db.selectFrom(table).select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()).n);
-    const sizes = (await db.selectFrom('buckets').select(['id', 'size']).orderBy('id').execute()).map((b) => `${b.id}:${Number(b.size)}`);
+    const sizes = (await db.selectFrom('buckets').select(['id', 'size', 'cors', 'tags']).orderBy('id').execute()).map((b) => `${b.id}:${Number(b.size)}:${b.cors}:${b.tags}`);
     const parts = (await db.selectFrom('parts').select(['upload_id', 'part_number', 'checksum', 'client_checksum', 'size']).orderBy('upload_id').orderBy('part_number').execute()).map((p) => JSON.stringify(p));
     const uploads = (await db.selectFrom('multipart_uploads').select(['id', 'state', 'size']).orderBy('id').execute()).map((u) => JSON.stringify(u));
     return { versions: await count('object_versions'), files: await count('files'), buckets: await count('buckets'), uploads, parts, sizes, stored: await storedFiles(t) };

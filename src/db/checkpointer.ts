@@ -71,12 +71,14 @@ export class Checkpointer {
   constructor(
     private readonly file: string,
     private readonly driver: 'better-sqlite3' | 'node',
+    /** While true (a server's start-up, until forgetStartupCommits), commits are not counted and start no thread. */
+    private held: boolean,
     private readonly onFailure: (err: unknown) => void,
   ) {}
 
   /** Called after a commit: starts the thread unless it runs (or failed, or was stopped). */
   wake(): void {
-    if (this.#worker || this.#failed || this.#stopped) return;
+    if (this.#worker || this.#failed || this.#stopped || this.held) return;
     if (++this.#commits < CHECKPOINT_START_COMMITS) return;
     this.#commits = 0;
     const worker = new Worker(new URL('./checkpoint-worker.js', import.meta.url), {
@@ -140,10 +142,12 @@ export class Checkpointer {
   /**
    * The writes so far start no thread: a new database's start-up writes (its migrations, one
    * statement at a time, the first location and token) reached CHECKPOINT_START_COMMITS and started
-   * the thread (an isolate of about 10 MB) in every server just created. Their pages wait in the WAL
-   * for the next checkpoint.
+   * the thread (an isolate of about 10 MB) in every server just created. A server opens its database
+   * held, so none of them counts (counting them and forgetting them at the end let a thirteenth
+   * migration start the thread before the end). Their pages wait in the WAL for the next checkpoint.
    */
   forgetStartupCommits(): void {
+    this.held = false;
     this.#commits = 0;
   }
 

@@ -283,6 +283,8 @@ export interface DatabaseOptions {
   sqliteReadThreads?: number;
   /** SQLite: no read thread starts until startupWritesDone (a server's start-up reads fast, then may idle). */
   sqliteReadThreadsHeld?: boolean;
+  /** SQLite: no checkpoint thread starts until startupWritesDone (a server's start-up writes its migrations one statement at a time, then may idle). */
+  sqliteCheckpointsHeld?: boolean;
 }
 
 /** What a PostgreSQL pool is doing, for /metrics. */
@@ -356,7 +358,7 @@ export async function openDatabase(url: string, opts: DatabaseOptions = {}): Pro
       sqlite.pragma('wal_autocheckpoint = 0');
       // Once the thread has restarted the WAL, the next commit cuts the file back to this length.
       sqlite.pragma(`journal_size_limit = ${WAL_RESTART_BYTES}`);
-      checkpointer = new Checkpointer(resolve(file), opts.sqliteDriver ?? 'better-sqlite3', (err) => {
+      checkpointer = new Checkpointer(resolve(file), opts.sqliteDriver ?? 'better-sqlite3', opts.sqliteCheckpointsHeld ?? false, (err) => {
         process.emitWarning(`files-rest: SQLite's checkpoint thread stopped (${String((err as Error)?.message ?? err)}); checkpoints run inside commits again`);
         try {
           sqlite.pragma('wal_autocheckpoint = 1000');

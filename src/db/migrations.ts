@@ -317,6 +317,12 @@ const migrations: Record<string, (dialect: Dialect) => Migration> = {
       await db.schema.alterTable('buckets').addColumn('cors', 'text').execute();
     },
   }),
+  /** A bucket's tags (a JSON object), set through the S3 door's PutBucketTagging. */
+  '0013_bucket_tags': () => ({
+    async up(db: AnyDb) {
+      await db.schema.alterTable('buckets').addColumn('tags', 'text').execute();
+    },
+  }),
 };
 
 class StaticProvider implements MigrationProvider {

@@ -34,6 +34,8 @@ export interface BucketTable {
   region?: string | null;
   /** The bucket's CORS rules as JSON (domain/bucket-cors.ts), or null for none (0012_bucket_cors). */
   cors?: string | null;
+  /** The bucket's tags as a JSON object (domain/bucket-tags.ts), or null for none (0013_bucket_tags). */
+  tags?: string | null;
   locked: number;
   deleted: number;
   created: number;

@@ -30,6 +30,7 @@ export async function createBucket(ctx: DomainContext, opts: { locationName?: st
     copies: null,
     region: opts.region ?? null,
     cors: null,
+    tags: null,
   };
   await ctx.db.insertInto('buckets').values(row).execute();
   return toBucket(row);

@@ -29,7 +29,7 @@ import { listingOp } from './listing-op.js';
 import { DEFAULT_S3_OWNER } from './listings.js';
 import { copyObjectOp } from './copy.js';
 import { deleteObjectsOp } from './delete-objects.js';
-import { deleteObjectTaggingOp, getObjectTaggingOp, putObjectTaggingOp } from './tagging.js';
+import { deleteBucketTaggingOp, deleteObjectTaggingOp, getBucketTaggingOp, getObjectTaggingOp, putBucketTaggingOp, putObjectTaggingOp } from './tagging.js';
 import { doorMetrics, type DoorMetrics } from '../http/metrics.js';
 import { s3OperationName } from './operation-name.js';
 import { unsupportedHeaderError } from './unsupported-headers.js';
@@ -304,8 +304,7 @@ export class S3Door {
       throw new S3Error('MethodNotAllowed');
     }
     if (r.key === '') {
-      if (r.query.has('tagging')) throw new S3Error('NotImplemented', `Bucket tagging (${m} ?tagging) is not supported by files-rest.`);
-      if (m === 'PUT' && !r.query.has('versioning') && !r.query.has('cors') && !r.query.has('acl')) return createBucketOp(r);
+      if (m === 'PUT' && !r.query.has('versioning') && !r.query.has('cors') && !r.query.has('acl') && !r.query.has('tagging')) return createBucketOp(r);
       // POST to a bucket is PostObject (an HTML form's upload, signed inside the form), unless it is DeleteObjects.
       if (m === 'POST' && !r.query.has('delete') && !isFormUpload(header(r, 'content-type'))) {
         throw new S3Error('PreconditionFailed', 'Bucket POST must be of the enclosure-type multipart/form-data', { Condition: 'Bucket POST must be of the enclosure-type multipart/form-data' });
@@ -314,6 +313,12 @@ export class S3Door {
       if (r.query.has('acl')) {
         if (m === 'GET') return getBucketAclOp(r, bucket);
         if (m === 'PUT') return putBucketAclOp(r, bucket);
+        throw new S3Error('MethodNotAllowed');
+      }
+      if (r.query.has('tagging')) {
+        if (m === 'GET') return getBucketTaggingOp(r, bucket);
+        if (m === 'PUT') return putBucketTaggingOp(r, bucket);
+        if (m === 'DELETE') return deleteBucketTaggingOp(r, bucket);
         throw new S3Error('MethodNotAllowed');
       }
       if (r.query.has('cors')) {

@@ -60,6 +60,7 @@ export const S3_ERRORS = {
   NoSuchUpload: { status: 404, message: 'The specified multipart upload does not exist.' },
   NoSuchVersion: { status: 404, message: 'The specified version does not exist.' },
   NoSuchCORSConfiguration: { status: 404, message: 'The CORS configuration does not exist' },
+  NoSuchTagSet: { status: 404, message: 'The TagSet does not exist' },
   AccessForbidden: {
     status: 403,
     message:

@@ -10,6 +10,7 @@ export function s3OperationName(method: string, bucketName: string, key: string,
   if (key === '') {
     if (query.has('acl')) return method === 'GET' ? 'GetBucketAcl' : method === 'PUT' ? 'PutBucketAcl' : 'Unknown';
     if (query.has('cors')) return method === 'GET' ? 'GetBucketCors' : method === 'PUT' ? 'PutBucketCors' : method === 'DELETE' ? 'DeleteBucketCors' : 'Unknown';
+    if (query.has('tagging')) return method === 'GET' ? 'GetBucketTagging' : method === 'PUT' ? 'PutBucketTagging' : method === 'DELETE' ? 'DeleteBucketTagging' : 'Unknown';
     switch (method) {
       case 'PUT':
         return query.has('versioning') ? 'PutBucketVersioning' : 'CreateBucket';
@@ -29,6 +30,7 @@ export function s3OperationName(method: string, bucketName: string, key: string,
     }
   }
   if (query.has('acl')) return method === 'GET' ? 'GetObjectAcl' : method === 'PUT' ? 'PutObjectAcl' : 'Unknown';
+  if (query.has('tagging')) return method === 'GET' ? 'GetObjectTagging' : method === 'PUT' ? 'PutObjectTagging' : method === 'DELETE' ? 'DeleteObjectTagging' : 'Unknown';
   switch (method) {
     case 'PUT':
       return 'PutObject';

@@ -2,31 +2,37 @@
  * Object tagging through the S3 door (GetObjectTagging, PutObjectTagging, DeleteObjectTagging, the
  * `x-amz-tagging` header of PutObject and CopyObject): S3 tag sets are the tags of a version that
  * the REST door stores from its tags header and shows in a version's `tags`, so a tag set through
- * one door is seen through the other. S3's limits apply to what this door writes.
+ * one door is seen through the other. And bucket tagging (GetBucketTagging, PutBucketTagging,
+ * DeleteBucketTagging): the bucket's own tags (domain/bucket-tags.ts). S3's limits apply to what
+ * this door writes.
  */
 import { isAppError } from '../errors.js';
 import type { Bucket } from '../domain/models.js';
 import { findHead, findVersion } from '../domain/objects.js';
 import { setVersionTags } from '../domain/tags.js';
+import { findBucketTags, setBucketTags } from '../domain/bucket-tags.js';
 import { S3Error } from './errors.js';
 import { readSmallBody } from './payload.js';
 import { authorize, header, sendEmpty, sendXml, type S3Request } from './request.js';
 import { doc, el, parseXml } from './xml.js';
 
-/** S3's limits on an object's tag set. */
+/** S3's limits on a tag set: an object's, a bucket's. */
 const MAX_TAGS = 10;
+const MAX_BUCKET_TAGS = 50;
 const MAX_KEY = 128;
 const MAX_VALUE = 256;
 
 /** Refuses (InvalidTag) a tag set beyond S3's limits or with characters the store cannot hold. */
-export function checkTagSet(tags: [string, string][]): Record<string, string> {
-  if (tags.length > MAX_TAGS) throw new S3Error('InvalidTag', `Object tags cannot be greater than ${MAX_TAGS}.`);
+export function checkTagSet(tags: [string, string][], of: 'object' | 'bucket' = 'object'): Record<string, string> {
+  const max = of === 'object' ? MAX_TAGS : MAX_BUCKET_TAGS;
+  if (tags.length > max) throw new S3Error('InvalidTag', `${of === 'object' ? 'Object' : 'Bucket'} tags cannot be greater than ${max}.`);
   const out: Record<string, string> = {};
   for (const [k, v] of tags) {
     if (k.length === 0 || [...k].length > MAX_KEY) throw new S3Error('InvalidTag', `The TagKey you have provided is invalid (1 to ${MAX_KEY} characters).`);
     if ([...v].length > MAX_VALUE) throw new S3Error('InvalidTag', `The TagValue you have provided is invalid (at most ${MAX_VALUE} characters).`);
     if (/[\u0000-\u001f\u007f]/.test(k + v)) throw new S3Error('InvalidTag', 'Tags cannot contain control characters.');
     if (Object.hasOwn(out, k)) throw new S3Error('InvalidTag', 'Cannot provide multiple Tags with the same key.');
+    if (of === 'bucket' && k.toLowerCase().startsWith('aws:')) throw new S3Error('InvalidTag', 'System tags cannot be added/updated by requester (a TagKey may not begin with aws:).');
     out[k] = v;
   }
   return out;
@@ -64,16 +70,20 @@ export async function getObjectTaggingOp(r: S3Request, bucket: Bucket): Promise<
   const v = versionId !== null ? await findVersion(r.ctx.db, bucket.id, r.key, versionId) : await findHead(r.ctx.db, bucket.id, r.key);
   if (!v) throw new S3Error(versionId !== null ? 'NoSuchVersion' : 'NoSuchKey');
   if (!v.file) throw new S3Error(versionId !== null ? 'MethodNotAllowed' : 'NoSuchKey', versionId !== null ? 'The specified method is not allowed against a delete marker.' : undefined);
-  // By key, as S3 and RGW list them (not in the order they were given).
-  const set = Object.entries(v.tags)
+  sendXml(r, renderTagging(v.tags), 200, { 'x-amz-version-id': v.versionId });
+}
+
+/** A `Tagging` document, its tags by key, as S3 and RGW list them (not in the order they were given). */
+function renderTagging(tags: Record<string, string>): string {
+  const set = Object.entries(tags)
     .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
     .map(([k, val]) => `<Tag>${el('Key', k)}${el('Value', val)}</Tag>`)
     .join('');
-  sendXml(r, doc('Tagging', `<TagSet>${set}</TagSet>`), 200, { 'x-amz-version-id': v.versionId });
+  return doc('Tagging', `<TagSet>${set}</TagSet>`);
 }
 
-/** A `<Tagging><TagSet>…</TagSet></Tagging>` document's tags (PutObjectTagging's body, PostObject's `tagging` field). */
-export function parseTagging(body: string): Record<string, string> {
+/** A `<Tagging><TagSet>…</TagSet></Tagging>` document's tags (PutObjectTagging's and PutBucketTagging's body, PostObject's `tagging` field). */
+export function parseTagging(body: string, of: 'object' | 'bucket' = 'object'): Record<string, string> {
   const root = parseXml(body);
   if (root.name !== 'Tagging') throw new S3Error('MalformedXML');
   const sets = root.children.filter((c) => c.name === 'TagSet');
@@ -86,7 +96,7 @@ export function parseTagging(body: string): Record<string, string> {
     if (k.length !== 1 || v.length !== 1) throw new S3Error('MalformedXML');
     pairs.push([k[0]!.text, v[0]!.text]);
   }
-  return checkTagSet(pairs);
+  return checkTagSet(pairs, of);
 }
 
 export async function putObjectTaggingOp(r: S3Request, bucket: Bucket): Promise<void> {
@@ -110,4 +120,25 @@ function notFound(versionId: string | null) {
     if (versionId !== null && isAppError(e, 'OBJECT_NOT_FOUND')) throw new S3Error('NoSuchVersion');
     throw e;
   };
+}
+
+export async function getBucketTaggingOp(r: S3Request, bucket: Bucket): Promise<void> {
+  await authorize(r, 'bucket-read', { type: 'bucket', bucketId: bucket.id });
+  const tags = await findBucketTags(r.ctx.db, bucket.id);
+  if (!tags) throw new S3Error('NoSuchTagSet', undefined, { BucketName: r.bucketName });
+  sendXml(r, renderTagging(tags));
+}
+
+/** PutBucketTagging replaces the bucket's tag set (an empty one removes it), as S3 does: 204. */
+export async function putBucketTaggingOp(r: S3Request, bucket: Bucket): Promise<void> {
+  await authorize(r, 'bucket-update', { type: 'bucket', bucketId: bucket.id });
+  const tags = parseTagging((await readSmallBody(r)).toString('utf8'), 'bucket');
+  await setBucketTags(r.ctx, bucket.id, tags);
+  sendEmpty(r, 204);
+}
+
+export async function deleteBucketTaggingOp(r: S3Request, bucket: Bucket): Promise<void> {
+  await authorize(r, 'bucket-update', { type: 'bucket', bucketId: bucket.id });
+  await setBucketTags(r.ctx, bucket.id, null);
+  sendEmpty(r, 204);
 }
