@@ -204,9 +204,12 @@ out['delete'] = s3.delete_object(Bucket='boto3-bucket', Key='docs/two.txt').get(
 out['after_delete'] = code(lambda: s3.head_object(Bucket='boto3-bucket', Key='docs/two.txt'))
 v = s3.list_object_versions(Bucket='boto3-bucket', Prefix='docs/two')
 out['versions'] = [[x['IsLatest'] for x in v.get('Versions', [])], [x['IsLatest'] for x in v.get('DeleteMarkers', [])]]
-# boto3 presigns with SigV2 unless told: s3v4, as files-rest accepts only SigV4.
+# boto3 presigns with SigV2 unless told (s3v4): both are accepted.
 v4 = boto3.client('s3', endpoint_url=endpoint, aws_access_key_id=key, aws_secret_access_key=secret, region_name='us-east-1', config=Config(signature_version='s3v4'))
-out['presigned_v2'] = s3.generate_presigned_url('get_object', Params={'Bucket': 'boto3-bucket', 'Key': 'top.txt'}, ExpiresIn=300)
+out['presigned_v2'] = s3.generate_presigned_url('get_object', Params={'Bucket': 'boto3-bucket', 'Key': 'top.txt', 'ResponseContentDisposition': 'attachment; filename="a b.txt"'}, ExpiresIn=300)
+out['presigned_v2_put'] = s3.generate_presigned_url('put_object', Params={'Bucket': 'boto3-bucket', 'Key': 'v2 put+.txt'}, ExpiresIn=300)
+out['presigned_v2_list'] = s3.generate_presigned_url('list_objects', Params={'Bucket': 'boto3-bucket', 'Prefix': 'docs/'}, ExpiresIn=300)
+out['presigned_v2_short'] = s3.generate_presigned_url('get_object', Params={'Bucket': 'boto3-bucket', 'Key': 'top.txt'}, ExpiresIn=1)
 s3 = v4
 out['presigned_get'] = s3.generate_presigned_url('get_object', Params={'Bucket': 'boto3-bucket', 'Key': 'top.txt'}, ExpiresIn=300)
 out['presigned_put'] = s3.generate_presigned_url('put_object', Params={'Bucket': 'boto3-bucket', 'Key': 'curl-put.txt'}, ExpiresIn=300)
@@ -252,9 +255,18 @@ print(json.dumps(out))
     assert.deepEqual(out.buckets, ['boto3-bucket']);
     assert.equal(out.accented, 'Hello World\u00e9', 'a non-ASCII metadata value is accepted (it was SignatureDoesNotMatch) and its bytes come back');
     assert.deepEqual(await curl(out.presigned_get as string), { status: 200, body: '0123456789abcdefghij' });
-    const v2 = await curl(out.presigned_v2 as string);
-    assert.equal(v2.status, 400, 'a SigV2 presigned URL is refused, not served');
-    assert.match(v2.body, /AWS4-HMAC-SHA256/);
+    // boto3's default presigned URLs (SigV2): served, the response override signed with them; refused once altered.
+    assert.deepEqual(await curl(out.presigned_v2 as string), { status: 200, body: '0123456789abcdefghij' });
+    const disposition = await run(CURL, ['-s', '-g', '-D', '-', '-o', '/dev/null', out.presigned_v2 as string], { PATH });
+    assert.match(disposition.stdout, /content-disposition: attachment; filename="a b\.txt"/i);
+    const altered = await curl((out.presigned_v2 as string).replace('top.txt', 'docs/one.bin'));
+    assert.equal(altered.status, 403);
+    assert.match(altered.body, /<Code>SignatureDoesNotMatch<\/Code>/);
+    await writeFile(join(dir, 'put-v2.txt'), 'put through a SigV2 URL');
+    assert.equal((await curl(out.presigned_v2_put as string, join(dir, 'put-v2.txt'))).status, 200);
+    const listed = await curl(out.presigned_v2_list as string);
+    assert.equal(listed.status, 200);
+    assert.match(listed.body, /<Key>docs%2Fone\.bin<\/Key>|<Key>docs\/one\.bin<\/Key>/);
     await writeFile(join(dir, 'put.txt'), 'put with curl');
     assert.equal((await curl(out.presigned_put as string, join(dir, 'put.txt'))).status, 200);
     assert.deepEqual(await curl(out.presigned_get as string), { status: 200, body: '0123456789abcdefghij' });
@@ -262,19 +274,24 @@ print(json.dumps(out))
     const expired = await curl(out.presigned_short as string);
     assert.equal(expired.status, 403);
     assert.match(expired.body, /<Code>AccessDenied<\/Code>/);
+    const expiredV2 = await curl(out.presigned_v2_short as string);
+    assert.equal(expiredV2.status, 403);
+    assert.match(expiredV2.body, /<Code>AccessDenied<\/Code><Message>Request has expired/);
     const got = await run(PYTHON, ['-c', `import boto3,sys
 s3=boto3.client('s3',endpoint_url=sys.argv[1],aws_access_key_id=sys.argv[2],aws_secret_access_key=sys.argv[3],region_name='us-east-1')
 print(s3.get_object(Bucket='boto3-bucket',Key='curl-put.txt')['Body'].read().decode())`, t.s3Url, id, secret], { PATH, HOME: dir, AWS_EC2_METADATA_DISABLED: 'true', AWS_CONFIG_FILE: join(dir, 'aws-config'), AWS_SHARED_CREDENTIALS_FILE: join(dir, 'aws-credentials') });
     assert.equal(ok(got, 'get of the curl PUT').stdout.trim(), 'put with curl');
   });
 
-  it('s3cmd (signature v4, path style, no TLS): mb, put, ls with and without delimiter, get, info, del; signurl (SigV2) is refused in XML', async (ctx) => {
+  it('s3cmd (signature v4, path style, no TLS): mb, put, ls with and without delimiter, get, info, del; signurl (SigV2) fetched with curl; the same with signature_v2 = True, multipart too', async (ctx) => {
     if (!existsSync(S3CMD)) return ctx.skip(`${S3CMD} is not installed (Debian package s3cmd)`);
     const { dir, files } = await clientHome('s3cmd');
     const host = new URL(t.s3Url).host;
-    const config = (key: string, sec: string) =>
-      ['[default]', `access_key = ${key}`, `secret_key = ${sec}`, `host_base = ${host}`, `host_bucket = ${host}`, 'use_https = False', 'signature_v2 = False', 'bucket_location = us-east-1', ''].join('\n');
+    const config = (key: string, sec: string, v2 = false) =>
+      ['[default]', `access_key = ${key}`, `secret_key = ${sec}`, `host_base = ${host}`, `host_bucket = ${host}`, 'use_https = False', `signature_v2 = ${v2 ? 'True' : 'False'}`, 'bucket_location = us-east-1', ''].join('\n');
     await writeFile(join(dir, '.s3cfg'), config(id, secret));
+    await writeFile(join(dir, 'v2.s3cfg'), config(id, secret, true));
+    await writeFile(join(dir, 'v2-wrong.s3cfg'), config(id, 'wrong-secret', true));
     await writeFile(join(dir, 'wrong.s3cfg'), config(id, 'wrong-secret'));
     await writeFile(join(dir, 'scoped.s3cfg'), config(scoped.id, scoped.secret));
     const s3cmd = (args: string[], cfg = '.s3cfg') => run(S3CMD, ['-c', join(dir, cfg), ...args], { PATH, HOME: dir });
@@ -296,12 +313,27 @@ print(s3.get_object(Bucket='boto3-bucket',Key='curl-put.txt')['Body'].read().dec
     assert.doesNotMatch(after, /top\.txt/);
 
     if (!curlMissing) {
-      // s3cmd signs URLs with SigV2 only, which files-rest does not accept: a 4xx in S3's XML.
+      // s3cmd signs URLs with SigV2 only.
       const url = ok(await s3cmd(['signurl', 's3://s3cmd-bucket/docs/two.txt', '+300']), 'signurl').stdout.trim();
-      const r = await curl(url);
-      assert.ok(r.status >= 400 && r.status < 500, `${r.status} ${r.body}`);
-      assert.match(r.body, /<Error><Code>\w+<\/Code>/);
+      assert.match(url, /[?&]Signature=/);
+      assert.deepEqual(await curl(url), { status: 200, body: files['docs/two.txt']!.toString() });
     }
+
+    // Every request signed with SigV2 (signature_v2 = True): put (a 12 MiB file in 5 MiB parts), ls, get, del.
+    const big = randomBytes(12 * 1024 * 1024 + 3);
+    await writeFile(join(dir, 'big.bin'), big);
+    ok(await s3cmd(['put', '--multipart-chunk-size-mb=5', join(dir, 'big.bin'), 's3://s3cmd-bucket/v2/big file.bin'], 'v2.s3cfg'), 'v2 put (multipart)');
+    ok(await s3cmd(['put', join(dir, 'up', 'top.txt'), 's3://s3cmd-bucket/v2/top+odd %.txt'], 'v2.s3cfg'), 'v2 put');
+    const v2ls = ok(await s3cmd(['ls', 's3://s3cmd-bucket/v2/'], 'v2.s3cfg'), 'v2 ls').stdout;
+    assert.match(v2ls, /12582915\s+s3:\/\/s3cmd-bucket\/v2\/big file\.bin/);
+    ok(await s3cmd(['get', 's3://s3cmd-bucket/v2/big file.bin', join(dir, 'big-back.bin')], 'v2.s3cfg'), 'v2 get');
+    assert.ok((await readFile(join(dir, 'big-back.bin'))).equals(big));
+    const v2info = ok(await s3cmd(['info', 's3://s3cmd-bucket/v2/top+odd %.txt'], 'v2.s3cfg'), 'v2 info').stdout;
+    assert.match(v2info, /File size:\s+20/);
+    ok(await s3cmd(['del', 's3://s3cmd-bucket/v2/top+odd %.txt'], 'v2.s3cfg'), 'v2 del');
+    const v2wrong = await s3cmd(['ls', 's3://s3cmd-bucket/'], 'v2-wrong.s3cfg');
+    assert.notEqual(v2wrong.code, 0);
+    assert.match(v2wrong.stderr + v2wrong.stdout, /SignatureDoesNotMatch/);
 
     const wrong = await s3cmd(['ls', 's3://s3cmd-bucket/'], 'wrong.s3cfg');
     assert.notEqual(wrong.code, 0);

@@ -24,6 +24,7 @@ import { getObjectAttributesOp } from './attributes.js';
 import { authorize, header, sendError, type S3Request } from './request.js';
 import { loadServerKeys, type ServerKeys } from '../auth/server-key.js';
 import { headersFromRaw, parseSigV4, verifySigV4, type RequestHeaders } from './sigv4.js';
+import { parseSigV2, verifySigV2 } from './sigv2.js';
 import { percentDecodeBytes } from './uri.js';
 import { listingOp } from './listing-op.js';
 import { DEFAULT_S3_OWNER } from './listings.js';
@@ -232,7 +233,8 @@ export class S3Door {
     bucketName: string,
     key: string,
   ): Promise<S3Request> {
-    const parsed = parseSigV4({ method: req.method ?? 'GET', rawPath, rawQuery, headers });
+    const input = { method: req.method ?? 'GET', rawPath, rawQuery, headers };
+    const parsed = parseSigV2(input) ?? parseSigV4(input);
     if (isS3Error(parsed)) throw parsed;
     let auth = null;
     let identity = null;
@@ -241,7 +243,7 @@ export class S3Door {
       const cached = cachedAccessKey(this.opts.ctx.db, this.keys, parsed.accessKeyId, now);
       const found = cached ?? (await lookupAccessKey(this.opts.ctx.db, this.keys, parsed.accessKeyId));
       if (!found) throw new S3Error('InvalidAccessKeyId', undefined, { AWSAccessKeyId: parsed.accessKeyId });
-      const verified = verifySigV4(parsed, found.secret, new Date(now));
+      const verified = 'version' in parsed ? verifySigV2(parsed, found.secret, new Date(now)) : verifySigV4(parsed, found.secret, new Date(now));
       if (isS3Error(verified)) throw verified;
       // Cached only once it has signed a request correctly.
       if (!cached) this.remember(parsed.accessKeyId, found, now);

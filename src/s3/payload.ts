@@ -93,7 +93,8 @@ export async function openPayload(r: S3Request, opts: PayloadOptions = {}): Prom
   let decoder: AwsChunkedDecoder | null = null;
   let declaredSize: number;
   const lengthText = header(r, 'content-length');
-  if (r.auth && isAwsChunked(mode)) {
+  // SigV2 signs no body: its requests are UNSIGNED-PAYLOAD, never aws-chunked.
+  if (r.auth && !('version' in r.auth) && isAwsChunked(mode)) {
     const d = createAwsChunkedDecoder(r.auth, r.headers);
     if (isS3Error(d)) throw d;
     decoder = d;

@@ -10,6 +10,7 @@ import type { DomainContext } from '../domain/context.js';
 import type { UsableAccessKey } from './access-keys.js';
 import { renderS3ErrorXml, S3Error } from './errors.js';
 import { headerText, type RequestHeaders, type VerifiedSigV4 } from './sigv4.js';
+import type { VerifiedSigV2 } from './sigv2.js';
 
 export interface S3Request {
   readonly ctx: DomainContext;
@@ -29,7 +30,8 @@ export interface S3Request {
   /** The request's headers by lower-case name (read once from `rawHeaders`). */
   readonly headers: RequestHeaders;
   /** The verified SigV4 credential, null for an anonymous request. */
-  readonly auth: VerifiedSigV4 | null;
+  /** The request's verified signature (SigV4, or SigV2 whose body is unsigned); null: anonymous. */
+  readonly auth: VerifiedSigV4 | VerifiedSigV2 | null;
   readonly identity: Identity | null;
   /** An access key by its id (cached), or null: for credentials carried in the body (PostObject). */
   readonly findAccessKey: (accessKeyId: string) => Promise<UsableAccessKey | null>;
