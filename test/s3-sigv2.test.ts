@@ -123,6 +123,10 @@ describe('S3 door: SigV2', () => {
     // The override is signed: another one is refused.
     const swapped = presign('GET', `/sigv2/shared.txt?${override}`, soon, '/sigv2/shared.txt?response-content-disposition=attachment; filename="s.txt"').replace('s.txt', 't.txt');
     assert.equal(code(await send('GET', swapped)), 'SignatureDoesNotMatch');
+    // A `+` in a value is a plus (percent-decoding as botocore's unquote).
+    const typed = await send('GET', presign('GET', '/sigv2/shared.txt?response-content-type=application%2Fvnd.x%2Bjson', soon, '/sigv2/shared.txt?response-content-type=application/vnd.x+json'));
+    assert.equal(typed.status, 200, typed.body);
+    assert.equal(typed.headers.get('content-type'), 'application/vnd.x+json');
     const put = await send('PUT', presign('PUT', '/sigv2/via-url.txt', soon), {}, 'put through a SigV2 URL');
     assert.equal(put.status, 200, put.body);
     assert.equal((await signed('GET', '/sigv2/via-url.txt')).body, 'put through a SigV2 URL');

@@ -48,9 +48,10 @@ const SIGNED_SUBRESOURCES = new Set([
 const SIGNATURE_BASE64 = /^[A-Za-z0-9+/]{27}=$/;
 const ACCESS_KEY_ID = /^[\x21-\x7e]{1,128}$/;
 
+/** Percent-decoding as botocore's `unquote` does it: a `+` stays a `+`. */
 function decode(value: string): string | null {
   try {
-    return decodeURIComponent(value.replace(/\+/g, ' '));
+    return decodeURIComponent(value);
   } catch {
     return null;
   }
@@ -152,8 +153,7 @@ export function parseSigV2(input: { method: string; rawPath: string; rawQuery: s
   const accessKeyId = decode(id);
   const signatureText = decode(sig);
   if (accessKeyId === null || !ACCESS_KEY_ID.test(accessKeyId) || signatureText === null) return new S3Error('AccessDenied', 'The AWSAccessKeyId or Signature parameter is malformed.');
-  // `+` in a signature is a plus, not a space, when a client left it unencoded.
-  const signature = parseSignature(signatureText.replace(/ /g, '+'));
+  const signature = parseSignature(signatureText);
   if (signature instanceof S3Error) return signature;
   if (!/^\d{1,12}$/.test(expires)) return new S3Error('AccessDenied', 'Invalid date (should be seconds since epoch): ' + expires.slice(0, 40));
   return { version: 2, kind: 'presigned', accessKeyId, signature, date: new Date(Number(expires) * 1000), stringsToSign: resources.map((resource) => `${head}${expires}\n${amz}${resource}`) };
