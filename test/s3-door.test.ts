@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
 import { execFile } from 'node:child_process';
 import http from 'node:http';
+import net from 'node:net';
 import { existsSync } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -198,6 +199,53 @@ describe('S3 door', () => {
     assert.equal(ok.continued, true);
     const got = await s3.send(new GetObjectCommand({ Bucket: 'continued', Key: 'c.bin' }));
     assert.ok(Buffer.from(await got.Body!.transformToByteArray()).equals(body));
+  });
+
+  it('what Node would refuse on its own: another Expect is ignored as S3 does, a body longer than its Content-Length is answered before the surplus is refused, CONNECT is 405; all in XML', async () => {
+    await s3.send(new CreateBucketCommand({ Bucket: 'framing' }));
+    const port = Number(new URL(t.s3Url).port);
+    /** Writes raw bytes, reads until the server closes: every answer on the connection. */
+    const exchange = (bytes: string) =>
+      new Promise<string>((resolve, reject) => {
+        const sock = net.connect(port, '127.0.0.1', () => sock.write(bytes));
+        let got = '';
+        sock.setEncoding('latin1');
+        sock.on('data', (d: string) => (got += d));
+        sock.on('end', () => resolve(got));
+        sock.on('error', reject);
+        setTimeout(() => sock.end(), 3000).unref();
+      });
+    const target = async (key: string) => {
+      const u = new URL(await getSignedUrl(s3, new PutObjectCommand({ Bucket: 'framing', Key: key }), { expiresIn: 300 }));
+      return u.pathname + u.search;
+    };
+    for (const [key, expect] of [['expect-200', '200'], ['expect-empty', '']] as const) {
+      const answer = await exchange(`PUT ${await target(key)} HTTP/1.1\r\nHost: ${new URL(t.s3Url).host}\r\nExpect: ${expect}\r\nContent-Length: 3\r\nConnection: close\r\n\r\nabc`);
+      assert.match(answer, /^HTTP\/1\.1 200 /, answer);
+      const got = await s3.send(new GetObjectCommand({ Bucket: 'framing', Key: key }));
+      assert.equal(await got.Body!.transformToString(), 'abc');
+    }
+    // Content-Length 2, body "bar": the PUT of "ba" is answered first, then the "r" is refused.
+    const both = await exchange(`PUT ${await target('short')} HTTP/1.1\r\nHost: ${new URL(t.s3Url).host}\r\nContent-Length: 2\r\n\r\nbar`);
+    const answers = both.split(/(?=HTTP\/1\.1 )/);
+    assert.equal(answers.length, 2, both);
+    assert.match(answers[0]!, /^HTTP\/1\.1 200 /);
+    assert.match(answers[1]!, /^HTTP\/1\.1 400 [\s\S]*<Code>InvalidRequest<\/Code>/);
+    const short = await s3.send(new GetObjectCommand({ Bucket: 'framing', Key: 'short' }));
+    assert.equal(await short.Body!.transformToString(), 'ba');
+    const connect = await exchange(`CONNECT 127.0.0.1:22 HTTP/1.1\r\nHost: 127.0.0.1:22\r\n\r\n`);
+    assert.match(connect, /^HTTP\/1\.1 405 [\s\S]*<Code>MethodNotAllowed<\/Code>/, connect);
+  });
+
+  it('x-amz-acl: a value S3 does not know is InvalidArgument; a known one files-rest does not offer NotImplemented', async () => {
+    await s3.send(new CreateBucketCommand({ Bucket: 'canned' }));
+    assert.deepEqual(await s3Code(s3.send(new PutObjectCommand({ Bucket: 'canned', Key: 'k', Body: 'x', ACL: 'public-ready' as 'private' }))), { name: 'InvalidArgument', status: 400 });
+    assert.deepEqual(await s3Code(s3.send(new PutBucketAclCommand({ Bucket: 'canned', ACL: 'public-ready' as 'private' }))), { name: 'InvalidArgument', status: 400 });
+    assert.deepEqual(await s3Code(s3.send(new CreateBucketCommand({ Bucket: 'canned-2', ACL: 'nope' as 'private' }))), { name: 'InvalidArgument', status: 400 });
+    assert.deepEqual(await s3Code(s3.send(new PutObjectCommand({ Bucket: 'canned', Key: 'k', Body: 'x', ACL: 'authenticated-read' }))), { name: 'NotImplemented', status: 501 });
+    assert.deepEqual(await s3Code(s3.send(new PutBucketAclCommand({ Bucket: 'canned', ACL: 'public-read-write' }))), { name: 'NotImplemented', status: 501 });
+    await s3.send(new PutObjectCommand({ Bucket: 'canned', Key: 'k', Body: 'x', ACL: 'bucket-owner-full-control' }));
+    assert.deepEqual(await s3Code(s3.send(new HeadBucketCommand({ Bucket: 'canned-2' }))), { name: 'NotFound', status: 404 });
   });
 
   it('ListBuckets: buckets by name, pages of max-buckets with a continuation token, prefix', async () => {

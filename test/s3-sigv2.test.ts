@@ -156,6 +156,7 @@ describe('S3 door: SigV2', () => {
       ['two mechanisms', send('PUT', `${presign('PUT', '/sigv2/r7', Math.floor(Date.now() / 1000) + 60)}`, { date: new Date().toUTCString(), authorization: `AWS ${id}:${sign(secret, 'x')}` }, 'x'), 400, 'InvalidArgument'],
       ['query without Expires', send('PUT', `/sigv2/r8?AWSAccessKeyId=${id}&Signature=${encodeURIComponent(sign(secret, 'x'))}`, {}, 'x'), 403, 'AccessDenied'],
       ['Expires not a number', send('PUT', `/sigv2/r9?AWSAccessKeyId=${id}&Expires=soon&Signature=${encodeURIComponent(sign(secret, 'x'))}`, {}, 'x'), 403, 'AccessDenied'],
+      ['a date before 1970', signed('PUT', '/sigv2/r13', { headers: { 'x-amz-date': 'Tue, 07 Jul 1950 21:53:04 GMT' }, body: 'x' }), 403, 'AccessDenied'],
       ['session token', signed('PUT', '/sigv2/r10', { headers: { 'x-amz-security-token': 'tok' }, body: 'x' }), 400, 'InvalidToken'],
       ['Content-MD5 of another body', signed('PUT', '/sigv2/r11', { headers: { 'content-md5': createHash('md5').update('y').digest('base64') }, body: 'x' }), 400, 'BadDigest'],
     ];
@@ -169,7 +170,7 @@ describe('S3 door: SigV2', () => {
     const sts = `PUT\n\n\n${date}\n/sigv2/r12`;
     const added = await send('PUT', '/sigv2/r12', { date, 'x-amz-meta-added': '1', authorization: `AWS ${id}:${sign(secret, sts)}` }, 'x');
     assert.equal(code(added), 'SignatureDoesNotMatch');
-    for (let i = 1; i <= 12; i++) assert.equal((await signed('HEAD', `/sigv2/r${i}`)).status, 404, `r${i}`);
+    for (let i = 1; i <= 13; i++) assert.equal((await signed('HEAD', `/sigv2/r${i}`)).status, 404, `r${i}`);
     assert.equal((await getLiveBucket(t.server.core.ctx.db, bucket)).size, before.size);
   });
 

@@ -24,21 +24,24 @@ function refuseOnSocket(socket: Duplex, code: ErrorCode, head: boolean): void {
   socket.destroy();
 }
 
+/** What a door writes on a socket for a request Node's parser refused: a complete answer, then it closes the socket. */
+export type SocketRefusal = (socket: Duplex, kind: 'malformed' | 'headers-too-large' | 'timeout', head: boolean) => void;
+
 /**
- * Answers requests that Node's HTTP parser refuses before Fastify sees them (broken framing, bad
- * chunked encoding, a malformed request line, NUL in a header, headers too large, a client that is
- * too slow) with the catalogue's JSON, `{"status", "message"}`, instead of an empty body.
+ * Node's HTTP parser refused bytes on a connection (broken framing, bad chunked encoding, a malformed
+ * request line, NUL in a header, headers too large, a client that is too slow): the door's refusal
+ * (`refuse`), after the answer to a complete request still being answered on it (pipelining, or a
+ * body longer than its Content-Length: the surplus is parsed as the next request).
  */
-export function clientErrorHandler(err: Error & { code?: string; rawPacket?: unknown }, socket: Duplex): void {
+export function handleClientError(err: Error & { code?: string; rawPacket?: unknown }, socket: Duplex, refuse: SocketRefusal): void {
   if (err.code === 'ECONNRESET' || socket.destroyed) return;
-  const code: ErrorCode =
-    err.code === 'HPE_HEADER_OVERFLOW' ? 'HEADERS_TOO_LARGE' : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 'REQUEST_TIMEOUT' : 'MALFORMED_REQUEST';
+  const kind = err.code === 'HPE_HEADER_OVERFLOW' ? 'headers-too-large' : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 'timeout' : 'malformed';
   const head = Buffer.isBuffer(err.rawPacket) && err.rawPacket.subarray(0, 5).toString('latin1') === 'HEAD ';
   const inFlight = (socket as Duplex & { _httpMessage?: ServerResponse | null })._httpMessage;
   if (inFlight && !inFlight.writableFinished && inFlight.req?.complete) {
-    // The broken bytes follow a complete request still being answered (pipelining): its answer goes
-    // first, or the client would take this refusal for it; then the refusal, and the connection closes.
-    const after = () => (socket.destroyed ? undefined : refuseOnSocket(socket, code, head));
+    // The broken bytes follow a complete request still being answered: its answer goes first, or the
+    // client would take this refusal for it; then the refusal, and the connection closes.
+    const after = () => (socket.destroyed ? undefined : refuse(socket, kind, head));
     inFlight.once('finish', after);
     inFlight.once('close', after);
     return;
@@ -49,7 +52,14 @@ export function clientErrorHandler(err: Error & { code?: string; rawPacket?: unk
     return;
   }
   // The request being answered is the broken one (its body's framing failed): it is refused.
-  refuseOnSocket(socket, code, head);
+  refuse(socket, kind, head);
+}
+
+/** The REST door's: the catalogue's JSON, `{"status", "message"}`, instead of Node's empty body. */
+export function clientErrorHandler(err: Error & { code?: string; rawPacket?: unknown }, socket: Duplex): void {
+  handleClientError(err, socket, (s, kind, head) =>
+    refuseOnSocket(s, kind === 'headers-too-large' ? 'HEADERS_TOO_LARGE' : kind === 'timeout' ? 'REQUEST_TIMEOUT' : 'MALFORMED_REQUEST', head),
+  );
 }
 
 /**

@@ -5,8 +5,10 @@
  * decoded on the way), with no framework parsing anything, and the wire path is what is signed.
  */
 import { randomFillSync } from 'node:crypto';
-import { createServer as createHttpServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from 'node:http';
+import { createServer as createHttpServer, STATUS_CODES, type IncomingMessage, type Server as HttpServer, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
+import { handleClientError, type SocketRefusal } from '../http/client-errors.js';
 import type { Logger } from 'pino';
 import type { PermissionPolicy } from '../auth/permissions.js';
 import type { DomainContext } from '../domain/context.js';
@@ -109,6 +111,26 @@ function checkExpectedOwner(r: S3Request): void {
   }
 }
 
+/** A complete S3 XML error written straight onto a socket, which then closes (`head`: no body, for a HEAD). */
+function writeSocketError(socket: Duplex, status: number, code: string, message: string, head: boolean): void {
+  if (!socket.writable) {
+    socket.destroy();
+    return;
+  }
+  const requestId = newRequestId();
+  const body = `<?xml version="1.0" encoding="UTF-8"?><Error><Code>${code}</Code><Message>${message}</Message><RequestId>${requestId}</RequestId></Error>`;
+  socket.end(
+    `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/xml\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
+      `x-amz-request-id: ${requestId}\r\nConnection: close\r\n\r\n${head ? '' : body}`,
+  );
+}
+
+const refuseOnSocket: SocketRefusal = (socket, kind, head) => {
+  if (kind === 'headers-too-large') writeSocketError(socket, 431, 'RequestHeaderSectionTooLarge', 'Your request header section exceeds the maximum allowed size.', head);
+  else if (kind === 'timeout') writeSocketError(socket, 400, 'RequestTimeout', 'Your socket connection to the server was not read from or written to within the timeout period.', head);
+  else writeSocketError(socket, 400, 'InvalidRequest', 'The request could not be parsed.', head);
+};
+
 export class S3Door {
   readonly server: HttpServer;
   private readonly keys: ServerKeys | null;
@@ -131,13 +153,18 @@ export class S3Door {
       this.sockets.add(s);
       s.once('close', () => this.sockets.delete(s));
     });
-    this.server.on('clientError', (err: NodeJS.ErrnoException, socket: Socket) => {
-      if (!socket.writable) return socket.destroy();
-      const status = err.code === 'HPE_HEADER_OVERFLOW' ? 431 : 400;
-      const requestId = newRequestId();
-      const body = `<?xml version="1.0" encoding="UTF-8"?><Error><Code>InvalidRequest</Code><Message>The request could not be parsed.</Message><RequestId>${requestId}</RequestId></Error>`;
-      const reason = status === 431 ? 'Request Header Fields Too Large' : 'Bad Request';
-      socket.end(`HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/xml\r\nContent-Length: ${Buffer.byteLength(body)}\r\nx-amz-request-id: ${requestId}\r\nConnection: close\r\n\r\n${body}`);
+    // Bytes Node's parser refuses: S3's XML, after the answer to a complete request still being
+    // answered on the connection (a body longer than its Content-Length: the surplus is parsed as
+    // the next request, and closed the connection before the request was answered).
+    this.server.on('clientError', (err: NodeJS.ErrnoException, socket: Socket) => handleClientError(err, socket, refuseOnSocket));
+    // An Expect other than 100-continue: S3 ignores it and serves the request (Node would answer 417).
+    this.server.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => {
+      void this.handle(req, res);
+    });
+    // CONNECT: not an S3 request (Node would drop the connection without a word).
+    this.server.on('connect', (_req: IncomingMessage, socket: Duplex) => {
+      socket.on('error', () => {});
+      writeSocketError(socket, 405, 'MethodNotAllowed', 'The specified method is not allowed against this resource.', false);
     });
   }
 

@@ -138,7 +138,8 @@ export function parseSigV2(input: { method: string; rawPath: string; rawQuery: s
     const httpDate = headerText(headers, 'date')?.trim();
     const dateText = amzDate ?? httpDate;
     const date = dateText === undefined ? undefined : parseLongDate(dateText) ?? parseHttpDate(dateText);
-    if (!date) return new S3Error('AccessDenied', 'AWS authentication requires a valid Date or x-amz-date header');
+    // A date before 1970 is no valid request time (S3 and RGW: AccessDenied, not a skew).
+    if (!date || date.getTime() < 0) return new S3Error('AccessDenied', 'AWS authentication requires a valid Date or x-amz-date header');
     const positions = new Set<string>(amzDate !== undefined ? ['', httpDate ?? ''] : [httpDate ?? '']);
     const stringsToSign = [...positions].flatMap((d) => resources.map((resource) => `${head}${d}\n${amz}${resource}`));
     return { version: 2, kind: 'header', accessKeyId, signature, date, stringsToSign };

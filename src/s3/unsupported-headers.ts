@@ -9,7 +9,17 @@
 import { S3Error } from './errors.js';
 import type { RequestHeaders } from './sigv4.js';
 
-const ACCEPTED_CANNED_ACLS = new Set(['private', 'bucket-owner-full-control', 'bucket-owner-read']);
+/** S3's canned ACLs; a value not among them is InvalidArgument (400), as S3 answers. */
+export const CANNED_ACLS: ReadonlySet<string> = new Set([
+  'private', 'public-read', 'public-read-write', 'authenticated-read', 'aws-exec-read', 'bucket-owner-read', 'bucket-owner-full-control', 'log-delivery-write',
+]);
+/** The canned ACLs that say what files-rest does anyway; the others are NotImplemented. */
+export const ACCEPTED_CANNED_ACLS: ReadonlySet<string> = new Set(['private', 'bucket-owner-full-control', 'bucket-owner-read']);
+
+/** The refusal of an x-amz-acl value that S3 does not know (InvalidArgument), or null. */
+export function unknownCannedAcl(value: string): S3Error | null {
+  return CANNED_ACLS.has(value.trim().toLowerCase()) ? null : new S3Error('InvalidArgument', `x-amz-acl must be one of S3's canned ACLs (${[...CANNED_ACLS].join(', ')}).`, { ArgumentName: 'x-amz-acl', ArgumentValue: value });
+}
 
 /** Header name → what it asks for; any value is refused. */
 const REFUSED: ReadonlyMap<string, string> = new Map([
@@ -41,6 +51,10 @@ export function unsupportedHeaderError(headers: RequestHeaders): S3Error | null 
     if (what) return new S3Error('NotImplemented', `${what} (${name}) is not supported by files-rest.`);
   }
   const acl = headers.get('x-amz-acl');
+  for (const v of acl ?? []) {
+    const unknown = unknownCannedAcl(v);
+    if (unknown) return unknown;
+  }
   if (acl && !acl.every((v) => ACCEPTED_CANNED_ACLS.has(v.trim().toLowerCase()))) {
     return new S3Error('NotImplemented', `The canned ACL ${acl.join(',')} (x-amz-acl) is not supported by files-rest: every object is private to the installation's keys.`);
   }
