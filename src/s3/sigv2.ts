@@ -45,6 +45,8 @@ const SIGNED_SUBRESOURCES = new Set([
   'response-cache-control', 'response-content-disposition', 'response-content-encoding', 'response-content-language', 'response-content-type', 'response-expires',
 ]);
 
+/** A query naming a SigV2 parameter (AWSAccessKeyId, Signature). */
+const SIGV2_QUERY = /(?:^|&)(?:AWSAccessKeyId|Signature)(?:=|&|$)/;
 const SIGNATURE_BASE64 = /^[A-Za-z0-9+/]{27}=$/;
 const ACCESS_KEY_ID = /^[\x21-\x7e]{1,128}$/;
 
@@ -107,9 +109,11 @@ function parseSignature(text: string): Buffer | S3Error {
 export function parseSigV2(input: { method: string; rawPath: string; rawQuery: string; headers: RequestHeaders }): ParsedSigV2 | S3Error | null {
   const { headers } = input;
   const authorization = headerText(headers, 'authorization')?.trim();
+  const headerSigned = authorization !== undefined && authorization.startsWith('AWS ');
+  // Most requests are SigV4: they cost this test, not a parse of their query.
+  if (!headerSigned && !SIGV2_QUERY.test(input.rawQuery)) return null;
   const params = splitQuery(input.rawQuery);
   const param = (name: string) => params.find((p) => p.name === name);
-  const headerSigned = authorization !== undefined && authorization.startsWith('AWS ');
   const querySigned = param('AWSAccessKeyId') !== undefined || param('Signature') !== undefined;
   if (!headerSigned && !querySigned) return null;
   if ((headerSigned && (querySigned || param('X-Amz-Algorithm') !== undefined)) || (querySigned && (authorization !== undefined || param('X-Amz-Algorithm') !== undefined))) {
