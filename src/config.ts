@@ -136,6 +136,8 @@ export interface Config {
    * revoked by another process is still accepted here for at most this long.
    */
   readonly s3KeyCacheSeconds: number;
+  /** FILES_REST_S3_SIGV2: the S3 door accepts SigV2 (HMAC-SHA1) signatures, headers and presigned URLs; default true. */
+  readonly s3SigV2: boolean;
   /** FILES_REST_SERVER_KEY: base64 of 32 bytes encrypting S3 secrets; null: the key file beside a SQLite database. */
   readonly serverKey: string | null;
   /** FILES_REST_SERVER_KEY_PREVIOUS: keys still accepted for decryption (rotation), comma-separated base64. */
@@ -178,7 +180,7 @@ const KNOWN = new Set([
   'FILES_REST_RATE_LIMIT', 'FILES_REST_CORS_ORIGINS', 'FILES_REST_TRUST_PROXY',
   'FILES_REST_S3_ENDPOINT', 'FILES_REST_S3_REGION', 'FILES_REST_S3_ACCESS_KEY_ID', 'FILES_REST_S3_SECRET_ACCESS_KEY',
   'FILES_REST_S3_FORCE_PATH_STYLE', 'FILES_REST_S3_PRESIGN_EXPIRES',
-  'FILES_REST_S3_PORT', 'FILES_REST_S3_MULTIPART_MIN_PART_SIZE', 'FILES_REST_S3_MULTIPART_LAYOUT_WAIT', 'FILES_REST_S3_KEY_CACHE_SECONDS', 'FILES_REST_SERVER_KEY', 'FILES_REST_SERVER_KEY_PREVIOUS', 'FILES_REST_CONSOLE',
+  'FILES_REST_S3_PORT', 'FILES_REST_S3_MULTIPART_MIN_PART_SIZE', 'FILES_REST_S3_MULTIPART_LAYOUT_WAIT', 'FILES_REST_S3_KEY_CACHE_SECONDS', 'FILES_REST_S3_SIGV2', 'FILES_REST_SERVER_KEY', 'FILES_REST_SERVER_KEY_PREVIOUS', 'FILES_REST_CONSOLE',
   'FILES_REST_SIGNED_URL_MAX_EXPIRES', 'FILES_REST_SIGNED_URL_EXPIRES',
   // read by the `files-rest` client commands, not by the server
   'FILES_REST_URL', 'FILES_REST_TOKEN',
@@ -438,6 +440,7 @@ export function loadConfig(env: Env = process.env): Config {
     s3MultipartMinPartSize: requiredInteger(env, 'FILES_REST_S3_MULTIPART_MIN_PART_SIZE', 5 * 1024 * 1024, { min: 1 }),
     s3MultipartLayoutWait: requiredInteger(env, 'FILES_REST_S3_MULTIPART_LAYOUT_WAIT', 2000, { min: 0 }),
     s3KeyCacheSeconds: requiredInteger(env, 'FILES_REST_S3_KEY_CACHE_SECONDS', 5, { min: 0, max: 3600 }),
+    s3SigV2: flag(env, 'FILES_REST_S3_SIGV2', true),
     maxContentLength: integer(env, 'MAX_CONTENT_LENGTH', null),
     xsendfileEnabled: flag(env, 'FILES_REST_XSENDFILE_ENABLED', false),
     ...security,

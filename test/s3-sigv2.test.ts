@@ -202,3 +202,34 @@ describe('S3 door: SigV2', () => {
     assert.equal(ok.status, 200);
   });
 });
+
+describe('S3 door: SigV2 turned off (FILES_REST_S3_SIGV2=0)', () => {
+  let t: TestServer;
+  let id: string;
+  let secret: string;
+  before(async () => {
+    t = await startTestServer({ FILES_REST_S3_PORT: 'auto', FILES_REST_PERMISSION_FACTORY: 'token', FILES_REST_SERVER_KEY: SERVER_KEY, FILES_REST_S3_SIGV2: '0' });
+    const k = await createAccessKey(t.server.core.ctx.db, requireServerKeys(t.config, null, { create: true }));
+    id = k.info.accessKeyId;
+    secret = k.secret;
+    await createBucket(t.server.core.ctx, { name: 'off' });
+  });
+  after(async () => {
+    await t?.close();
+  });
+
+  it('header-signed and presigned SigV2 requests are InvalidRequest, naming AWS4-HMAC-SHA256; nothing stored', async () => {
+    const date = new Date().toUTCString();
+    const sig = createHmac('sha1', secret).update(`PUT\n\n\n${date}\n/off/k`).digest('base64');
+    const header = await fetch(`${t.s3Url}/off/k`, { method: 'PUT', headers: { date, authorization: `AWS ${id}:${sig}` }, body: new Uint8Array(Buffer.from('x')) });
+    assert.equal(header.status, 400);
+    assert.match(await header.text(), /<Code>InvalidRequest<\/Code>.*AWS4-HMAC-SHA256/);
+    const expires = Math.floor(Date.now() / 1000) + 60;
+    const qsig = createHmac('sha1', secret).update(`PUT\n\n\n${expires}\n/off/k`).digest('base64');
+    const query = await fetch(`${t.s3Url}/off/k?AWSAccessKeyId=${id}&Expires=${expires}&Signature=${encodeURIComponent(qsig)}`, { method: 'PUT', body: new Uint8Array(Buffer.from('x')) });
+    assert.equal(query.status, 400);
+    assert.match(await query.text(), /<Code>InvalidRequest<\/Code>/);
+    const b = await t.server.core.ctx.db.selectFrom('object_versions').select('key').execute();
+    assert.deepEqual(b, []);
+  });
+});

@@ -261,7 +261,8 @@ export class S3Door {
     key: string,
   ): Promise<S3Request> {
     const input = { method: req.method ?? 'GET', rawPath, rawQuery, headers };
-    const parsed = parseSigV2(input) ?? parseSigV4(input);
+    // SigV2 turned off (FILES_REST_S3_SIGV2=0): parseSigV4 refuses its credentials as an unsupported mechanism.
+    const parsed = (this.opts.ctx.config.s3SigV2 ? parseSigV2(input) : null) ?? parseSigV4(input);
     if (isS3Error(parsed)) throw parsed;
     let auth = null;
     let identity = null;
