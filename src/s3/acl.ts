@@ -27,7 +27,6 @@ function notImplemented(what: string): S3Error {
 }
 
 const PERMISSIONS = new Set(['FULL_CONTROL', 'WRITE', 'WRITE_ACP', 'READ', 'READ_ACP']);
-const MALFORMED = 'The XML you provided was not well-formed or did not validate against our published schema.';
 
 /**
  * Refuses, as S3 does (400), a grantee that cannot exist here: a canonical user id other than the
@@ -41,23 +40,23 @@ function checkGrantee(kind: 'id' | 'emailAddress' | 'uri', value: string): void 
 
 /** Whether an AccessControlPolicy document grants the owner FULL_CONTROL and nothing else. */
 function isOwnerOnly(root: XmlElement): boolean {
-  if (root.name !== 'AccessControlPolicy') throw new S3Error('MalformedACLError', MALFORMED);
+  if (root.name !== 'AccessControlPolicy') throw new S3Error('MalformedACLError');
   const lists = root.children.filter((c) => c.name === 'AccessControlList');
-  if (lists.length !== 1) throw new S3Error('MalformedACLError', MALFORMED);
+  if (lists.length !== 1) throw new S3Error('MalformedACLError');
   const grants = lists[0]!.children.filter((c) => c.name === 'Grant');
+  let ownerFullControl = false;
   for (const grant of grants) {
     const grantee = grant.children.find((c) => c.name === 'Grantee');
     const permission = grant.children.find((c) => c.name === 'Permission')?.text.trim();
-    if (!grantee || !permission || !PERMISSIONS.has(permission)) throw new S3Error('MalformedACLError', MALFORMED);
+    if (!grantee || !permission || !PERMISSIONS.has(permission)) throw new S3Error('MalformedACLError');
     const named = grantee.children.filter((c) => c.name === 'ID' || c.name === 'EmailAddress' || c.name === 'URI');
-    if (named.length !== 1) throw new S3Error('MalformedACLError', MALFORMED);
+    if (named.length !== 1) throw new S3Error('MalformedACLError');
     const n = named[0]!;
     checkGrantee(n.name === 'ID' ? 'id' : n.name === 'EmailAddress' ? 'emailAddress' : 'uri', n.text.trim());
+    // checkGrantee let an ID through only when it is the owner's.
+    ownerFullControl = n.name === 'ID' && permission === 'FULL_CONTROL';
   }
-  if (grants.length !== 1) return false;
-  const grant = grants[0]!;
-  const id = grant.children.find((c) => c.name === 'Grantee')?.children.find((c) => c.name === 'ID')?.text.trim();
-  return id === DEFAULT_S3_OWNER.id && grant.children.find((c) => c.name === 'Permission')?.text.trim() === 'FULL_CONTROL';
+  return grants.length === 1 && ownerFullControl;
 }
 
 /**

@@ -11,7 +11,7 @@
  */
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { S3Error } from './errors.js';
-import { MAX_CLOCK_SKEW_MS, parseLongDate, type RequestHeaders } from './sigv4.js';
+import { headerText, MAX_CLOCK_SKEW_MS, oneMechanismOnly, parseLongDate, type RequestHeaders } from './sigv4.js';
 
 /** A request's SigV2 credentials, parsed, not yet verified. */
 export interface ParsedSigV2 {
@@ -57,11 +57,6 @@ function decode(value: string): string | null {
   } catch {
     return null;
   }
-}
-
-function headerText(headers: RequestHeaders, name: string): string | undefined {
-  const v = headers.get(name);
-  return v === undefined ? undefined : v.join(',');
 }
 
 /** `x-amz-*` headers as SigV2 signs them: lower-case names, sorted, values trimmed, repeated ones joined with `,`. */
@@ -117,11 +112,7 @@ export function parseSigV2(input: { method: string; rawPath: string; rawQuery: s
   const querySigned = param('AWSAccessKeyId') !== undefined || param('Signature') !== undefined;
   if (!headerSigned && !querySigned) return null;
   if ((headerSigned && (querySigned || param('X-Amz-Algorithm') !== undefined)) || (querySigned && (authorization !== undefined || param('X-Amz-Algorithm') !== undefined))) {
-    return new S3Error(
-      'InvalidArgument',
-      'Only one auth mechanism allowed; only the X-Amz-Algorithm query parameter, Signature query string parameter or the Authorization header should be specified',
-      { ArgumentName: 'Authorization' },
-    );
+    return oneMechanismOnly();
   }
   if (headers.has('x-amz-security-token') || param('x-amz-security-token') !== undefined) return new S3Error('InvalidToken', 'Session tokens are not supported.');
   const resources = canonicalResources(input.rawPath, params);

@@ -393,17 +393,20 @@ export function parseSigV4(input: SigV4Input): ParsedSigV4 | S3Error | null {
   const params = splitQuery(input.rawQuery);
   const authorization = headerText(headers, 'authorization');
   const hasQueryAuth = params.some((p) => QUERY_AUTH_PARAMS.includes(p.name));
-  if (authorization !== undefined && hasQueryAuth) {
-    return new S3Error(
-      'InvalidArgument',
-      'Only one auth mechanism allowed; only the X-Amz-Algorithm query parameter, Signature query string parameter or the Authorization header should be specified',
-      { ArgumentName: 'Authorization' },
-    );
-  }
+  if (authorization !== undefined && hasQueryAuth) return oneMechanismOnly();
   if (authorization !== undefined) return parseHeaderAuth(input, headers, authorization);
   if (hasQueryAuth) return parseQueryAuth(input, headers, params);
   if (params.some((p) => p.name === 'AWSAccessKeyId' || p.name === 'Signature')) return unsupportedMechanism();
   return null;
+}
+
+/** A request carrying credentials in the header and in the query (SigV4 or SigV2, either way). */
+export function oneMechanismOnly(): S3Error {
+  return new S3Error(
+    'InvalidArgument',
+    'Only one auth mechanism allowed; only the X-Amz-Algorithm query parameter, Signature query string parameter or the Authorization header should be specified',
+    { ArgumentName: 'Authorization' },
+  );
 }
 
 function unsupportedMechanism(): S3Error {
