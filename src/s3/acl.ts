@@ -13,7 +13,7 @@ import { DEFAULT_S3_OWNER, renderOwner } from './listings.js';
 import { readSmallBody } from './payload.js';
 import { authorize, header, sendEmpty, sendXml, type S3Request } from './request.js';
 import { doc, el, parseXml, type XmlElement } from './xml.js';
-import { ACCEPTED_CANNED_ACLS, unknownCannedAcl } from './unsupported-headers.js';
+import { cannedAclError } from './unsupported-headers.js';
 
 
 /** The one ACL there is: the owner has FULL_CONTROL. */
@@ -90,9 +90,8 @@ async function requireOwnerOnly(r: S3Request): Promise<void> {
   }
   if (canned !== undefined) {
     if (body.length > 0) throw new S3Error('UnexpectedContent', 'This request does not support content: give either x-amz-acl or an AccessControlPolicy.');
-    const unknown = unknownCannedAcl(canned);
-    if (unknown) throw unknown;
-    if (!ACCEPTED_CANNED_ACLS.has(canned.trim().toLowerCase())) throw notImplemented(`The canned ACL ${canned}`);
+    const refusal = cannedAclError(canned);
+    if (refusal) throw refusal;
     return;
   }
   if (body.length === 0) throw new S3Error('MissingSecurityHeader', 'Your request was missing a required header: x-amz-acl, or an AccessControlPolicy body.');

@@ -10,15 +10,22 @@ import { S3Error } from './errors.js';
 import type { RequestHeaders } from './sigv4.js';
 
 /** S3's canned ACLs; a value not among them is InvalidArgument (400), as S3 answers. */
-export const CANNED_ACLS: ReadonlySet<string> = new Set([
+const CANNED_ACLS: ReadonlySet<string> = new Set([
   'private', 'public-read', 'public-read-write', 'authenticated-read', 'aws-exec-read', 'bucket-owner-read', 'bucket-owner-full-control', 'log-delivery-write',
 ]);
 /** The canned ACLs that say what files-rest does anyway; the others are NotImplemented. */
-export const ACCEPTED_CANNED_ACLS: ReadonlySet<string> = new Set(['private', 'bucket-owner-full-control', 'bucket-owner-read']);
+const ACCEPTED_CANNED_ACLS: ReadonlySet<string> = new Set(['private', 'bucket-owner-full-control', 'bucket-owner-read']);
 
-/** The refusal of an x-amz-acl value that S3 does not know (InvalidArgument), or null. */
-export function unknownCannedAcl(value: string): S3Error | null {
-  return CANNED_ACLS.has(value.trim().toLowerCase()) ? null : new S3Error('InvalidArgument', `x-amz-acl must be one of S3's canned ACLs (${[...CANNED_ACLS].join(', ')}).`, { ArgumentName: 'x-amz-acl', ArgumentValue: value });
+/**
+ * The refusal of an `x-amz-acl` value, or null when it says what files-rest does anyway: one S3
+ * does not know is InvalidArgument (400), as S3 answers; one that grants more than the owner's
+ * access is NotImplemented.
+ */
+export function cannedAclError(value: string): S3Error | null {
+  const v = value.trim().toLowerCase();
+  if (!CANNED_ACLS.has(v)) return new S3Error('InvalidArgument', `x-amz-acl must be one of S3's canned ACLs (${[...CANNED_ACLS].join(', ')}).`, { ArgumentName: 'x-amz-acl', ArgumentValue: value });
+  if (ACCEPTED_CANNED_ACLS.has(v)) return null;
+  return new S3Error('NotImplemented', `The canned ACL ${value} (x-amz-acl) is not supported by files-rest: every object is private to the installation's keys.`);
 }
 
 /** Header name → what it asks for; any value is refused. */
@@ -50,14 +57,10 @@ export function unsupportedHeaderError(headers: RequestHeaders): S3Error | null 
     const what = REFUSED.get(name);
     if (what) return new S3Error('NotImplemented', `${what} (${name}) is not supported by files-rest.`);
   }
-  const acl = headers.get('x-amz-acl');
-  for (const v of acl ?? []) {
-    const unknown = unknownCannedAcl(v);
-    if (unknown) return unknown;
-  }
-  if (acl && !acl.every((v) => ACCEPTED_CANNED_ACLS.has(v.trim().toLowerCase()))) {
-    return new S3Error('NotImplemented', `The canned ACL ${acl.join(',')} (x-amz-acl) is not supported by files-rest: every object is private to the installation's keys.`);
-  }
+  // Each value an InvalidArgument first, then a NotImplemented (S3 refuses the unknown value first).
+  const acl = (headers.get('x-amz-acl') ?? []).map(cannedAclError).filter((e) => e !== null);
+  const refusal = acl.find((e) => e.code === 'InvalidArgument') ?? acl[0];
+  if (refusal) return refusal;
   const lock = headers.get('x-amz-bucket-object-lock-enabled');
   if (lock && lock.some((v) => v.trim().toLowerCase() !== 'false')) {
     return new S3Error('NotImplemented', 'Object Lock (x-amz-bucket-object-lock-enabled) is not supported by files-rest.');
