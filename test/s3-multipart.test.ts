@@ -151,13 +151,33 @@ describe('S3 multipart uploads', () => {
     assert.ok(Buffer.from(await got.Body!.transformToByteArray()).equals(Buffer.concat([p1, p2])));
   });
 
-  it('a last part that never sees part 1 is refused with ServiceUnavailable, holding nothing; sent again after part 1 it is stored', async () => {
+  it('a last part that never sees part 1: on fs stored after the layout wait (the upload is assembled at completion), elsewhere refused with ServiceUnavailable, holding nothing', async () => {
     const key = 'raw/no-first.bin';
     const { UploadId } = await s3.send(new CreateMultipartUploadCommand({ Bucket: bucket, Key: key }));
     const once = new S3Client({ endpoint: t.s3Url, region: 'us-east-1', forcePathStyle: true, maxAttempts: 1, credentials: { accessKeyId: id, secretAccessKey: secret } });
     try {
       const p1 = randomBytes(2000 * K);
       const p2 = randomBytes(10);
+      const complete = (parts: { PartNumber: number; ETag: string }[]) =>
+        s3.send(new CompleteMultipartUploadCommand({ Bucket: bucket, Key: key, UploadId, MultipartUpload: { Parts: parts } }));
+      const get = async () => Buffer.from(await (await s3.send(new GetObjectCommand({ Bucket: bucket, Key: key }))).Body!.transformToByteArray());
+      if (testStorage() !== 's3') {
+        // The MinIO JavaScript client numbers its parts from 2: a lone small part 2 is a whole upload.
+        const started = Date.now();
+        const e2 = (await once.send(new UploadPartCommand({ Bucket: bucket, Key: key, UploadId, PartNumber: 2, Body: p2 }))).ETag!;
+        assert.ok(Date.now() - started < 1500, 'it waited the layout wait (200 ms), not ten times as long');
+        const done = await complete([{ PartNumber: 2, ETag: e2 }]);
+        assert.equal(done.ETag, multipartEtag([p2]));
+        assert.ok((await get()).equals(p2));
+        // Part 1 after it: the part size was fixed at S3's largest part, and the two are assembled.
+        const again = await s3.send(new CreateMultipartUploadCommand({ Bucket: bucket, Key: key }));
+        const send = (n: number, b: Buffer) => once.send(new UploadPartCommand({ Bucket: bucket, Key: key, UploadId: again.UploadId, PartNumber: n, Body: b }));
+        const f2 = (await send(2, p2)).ETag!;
+        const f1 = (await send(1, p1)).ETag!;
+        await s3.send(new CompleteMultipartUploadCommand({ Bucket: bucket, Key: key, UploadId: again.UploadId, MultipartUpload: { Parts: [{ PartNumber: 1, ETag: f1 }, { PartNumber: 2, ETag: f2 }] } }));
+        assert.ok((await get()).equals(Buffer.concat([p1, p2])));
+        return;
+      }
       const refused = await once.send(new UploadPartCommand({ Bucket: bucket, Key: key, UploadId, PartNumber: 2, Body: p2 })).catch((e: unknown) => e);
       assert.ok(refused instanceof S3ServiceException, String(refused));
       assert.equal(refused.name, 'ServiceUnavailable');
@@ -167,12 +187,66 @@ describe('S3 multipart uploads', () => {
       assert.equal(listed.Parts?.length ?? 0, 0);
       const e1 = (await s3.send(new UploadPartCommand({ Bucket: bucket, Key: key, UploadId, PartNumber: 1, Body: p1 }))).ETag!;
       const e2 = (await s3.send(new UploadPartCommand({ Bucket: bucket, Key: key, UploadId, PartNumber: 2, Body: p2 }))).ETag!;
-      await s3.send(new CompleteMultipartUploadCommand({ Bucket: bucket, Key: key, UploadId, MultipartUpload: { Parts: [{ PartNumber: 1, ETag: e1 }, { PartNumber: 2, ETag: e2 }] } }));
-      const got = await s3.send(new GetObjectCommand({ Bucket: bucket, Key: key }));
-      assert.ok(Buffer.from(await got.Body!.transformToByteArray()).equals(Buffer.concat([p1, p2])));
+      await complete([{ PartNumber: 1, ETag: e1 }, { PartNumber: 2, ETag: e2 }]);
+      assert.ok((await get()).equals(Buffer.concat([p1, p2])));
     } finally {
       once.destroy();
     }
+  });
+
+  it('a part list S3 accepts that is not the file as it lies (parts from 2, a gap, a smaller middle part) is assembled on fs: bytes, ETag, parts by number, checksum, bucket size, no file left behind', async () => {
+    const key = 'raw/assembled.bin';
+    const db = t.server.core.ctx.db;
+    const sizeBefore = (await getLiveBucket(db, bucket)).size;
+    const { UploadId } = await s3.send(new CreateMultipartUploadCommand({ Bucket: bucket, Key: key }));
+    const send = async (n: number, b: Buffer) => (await s3.send(new UploadPartCommand({ Bucket: bucket, Key: key, UploadId, PartNumber: n, Body: b }))).ETag!;
+    const p2 = randomBytes(2000 * K);
+    const p3 = randomBytes(1500 * K);
+    const p4 = randomBytes(2000 * K);
+    const p5 = randomBytes(2000 * K);
+    const p7 = randomBytes(300 * K);
+    // Part 2 first and no part 1 ever: it fixes the part size after the layout wait.
+    const e2 = await send(2, p2);
+    const e3 = await send(3, p3);
+    await send(4, p4); // sent, not listed: it and its reservation go
+    const e5 = await send(5, p5);
+    const e7 = await send(7, p7);
+    const list = [{ PartNumber: 2, ETag: e2 }, { PartNumber: 3, ETag: e3 }, { PartNumber: 5, ETag: e5 }, { PartNumber: 7, ETag: e7 }];
+    const complete = () => s3.send(new CompleteMultipartUploadCommand({ Bucket: bucket, Key: key, UploadId, MultipartUpload: { Parts: list } }));
+    if (testStorage() === 's3') {
+      // The S3 storage's parts are a native upload underneath, unreadable before it completes.
+      assert.equal(await s3Code(complete()), 'InvalidArgument');
+      await s3.send(new AbortMultipartUploadCommand({ Bucket: bucket, Key: key, UploadId }));
+      return;
+    }
+    const done = await complete();
+    const parts = [p2, p3, p5, p7];
+    const whole = Buffer.concat(parts);
+    assert.equal(done.ETag, multipartEtag(parts));
+    const got = await s3.send(new GetObjectCommand({ Bucket: bucket, Key: key }));
+    assert.equal(got.ETag, multipartEtag(parts));
+    assert.ok(Buffer.from(await got.Body!.transformToByteArray()).equals(whole));
+    // Each part by its place in the list, at its own size.
+    for (const [i, p] of parts.entries()) {
+      const one = await s3.send(new GetObjectCommand({ Bucket: bucket, Key: key, PartNumber: i + 1 }));
+      assert.equal(one.PartsCount, 4);
+      assert.equal(one.ContentLength, p.length);
+      assert.ok(Buffer.from(await one.Body!.transformToByteArray()).equals(p), `part ${i + 1}`);
+    }
+    const rest = await restGet(key);
+    assert.ok(rest.body.equals(whole));
+    assert.equal(rest.checksum, `md5:${md5(whole)}`);
+    const b = await getLiveBucket(db, bucket);
+    assert.equal(b.size - sizeBefore, whole.length, 'the bucket grew by the object');
+    assert.equal(b.reservedSize, 0, 'nothing else reserved');
+    // The upload's own file went once the object was made of the assembled one.
+    await waitFor(async () => {
+      const known = new Set((await db.selectFrom('files').select('uri').execute()).map((r) => r.uri));
+      const locations = await db.selectFrom('locations').select('uri').execute();
+      const stored = (await Promise.all(locations.map((l) => filesUnder(l.uri)))).flat().filter((f) => !f.endsWith('.files-rest-owner'));
+      // Every stored file has its row.
+      return stored.every((f) => known.has(f));
+    });
   });
 
   it('raw calls: out-of-order and re-sent parts; wrong ETag, wrong order, too-small part, bad part number; then complete', async () => {
@@ -499,6 +573,52 @@ describe('S3 multipart: kill -9 leaves the upload completed or still completable
     const bucket = await core.ctx.db.selectFrom('buckets').selectAll().where('id', '=', b).executeTakeFirstOrThrow();
     assert.equal(Number(bucket.size), 9 * MiB);
     assert.equal(Number(bucket.reserved_size), 0);
+    s3.destroy();
+    await p.kill('SIGTERM');
+  });
+
+  it('a server killed while it assembles a part list (parts from 2): after restart the upload is open with its parts, no stray file is left, and a retried completion makes the object once', async () => {
+    let { p, s3 } = await serve({ FILES_REST_WORKER: '1', FILES_REST_S3_MULTIPART_LAYOUT_WAIT: '100' });
+    const b = await createRestBucket(p.files);
+    const { UploadId } = await s3.send(new CreateMultipartUploadCommand({ Bucket: b, Key: 'asm.bin' }));
+    const partSize = 64 * MiB;
+    const want = createHash('md5');
+    const list: { PartNumber: number; ETag: string }[] = [];
+    // Numbered from 2, as the MinIO JavaScript client numbers them: the completion assembles them.
+    for (let n = 2; n <= 6; n++) {
+      const body = await pattern(partSize, n);
+      want.update(body);
+      list.push({ PartNumber: n, ETag: (await s3.send(new UploadPartCommand({ Bucket: b, Key: 'asm.bin', UploadId, PartNumber: n, Body: body }))).ETag! });
+    }
+    const dataDir = env.FILES_REST_DATA_DIR!;
+    const temporaries = async () => (await filesUnder(dataDir)).filter((f) => f.endsWith('.tmp'));
+    const complete = (c: S3Client) => c.send(new CompleteMultipartUploadCommand({ Bucket: b, Key: 'asm.bin', UploadId, MultipartUpload: { Parts: list } }));
+    const first = complete(s3).catch((e: unknown) => e);
+    // The assembled file is being written (its temporary name exists): kill -9.
+    await waitFor(async () => (await temporaries()).length > 0, 20_000, 2);
+    await p.kill('SIGKILL');
+    assert.ok((await first) instanceof Error);
+    s3.destroy();
+    ({ p, s3 } = await serve({ FILES_REST_WORKER: '1' }));
+    // The interrupted copy's temporary file is removed by the start-up sweep (its process is gone).
+    await waitFor(async () => (await temporaries()).length === 0, 20_000, 20);
+    assert.equal((await req(`${p.files}/${b}/asm.bin`)).status, 404, 'no half object');
+    const listed = await s3.send(new ListPartsCommand({ Bucket: b, Key: 'asm.bin', UploadId }));
+    assert.deepEqual(listed.Parts?.map((x) => x.PartNumber), [2, 3, 4, 5, 6]);
+    const done = await complete(s3);
+    assert.match(done.ETag ?? '', /-5"$/);
+    const d = await downloadMd5(`${p.files}/${b}/asm.bin`);
+    assert.equal(d.md5, want.digest('hex'));
+    const versions = await req(`${p.files}/${b}?versions`);
+    assert.equal(versions.json.contents.length, 1);
+    const bucket = await core.ctx.db.selectFrom('buckets').selectAll().where('id', '=', b).executeTakeFirstOrThrow();
+    assert.equal(Number(bucket.reserved_size), 0);
+    assert.equal(Number(bucket.size), 5 * partSize);
+    // Every stored file has its row (the upload's own file went with its task).
+    await waitFor(async () => {
+      const known = new Set((await core.ctx.db.selectFrom('files').select('uri').execute()).map((r) => r.uri));
+      return (await filesUnder(dataDir)).filter((f) => !f.endsWith('.files-rest-owner')).every((f) => known.has(f));
+    }, 20_000, 50);
     s3.destroy();
     await p.kill('SIGTERM');
   });

@@ -387,6 +387,23 @@ async function removeUploadRows(tx: Tx, ctx: DomainContext, u: MultipartUpload, 
 }
 
 /**
+ * The first step of a completion's transaction (both doors): the bucket's write lock, then the upload
+ * row moved from in_progress to completing with its version id (MULTIPART_ALREADY_COMPLETED when it
+ * is not in progress). The upload row first: its lock orders this against the claims of part writes
+ * (part-claims.ts).
+ */
+export async function markCompleting(tx: Tx, u: MultipartUpload, versionId: string, now: number): Promise<void> {
+  await lockBucketForWrite(tx, u.bucketId);
+  const r = await tx
+    .updateTable('multipart_uploads')
+    .set({ state: 'completing', version_id: versionId, updated: now })
+    .where('id', '=', u.id)
+    .where('state', '=', 'in_progress')
+    .executeTakeFirst();
+  if (Number(r.numUpdatedRows) !== 1) throw new AppError('MULTIPART_ALREADY_COMPLETED');
+}
+
+/**
  * Asks for completion: refused while parts are missing, or when the precondition already fails
  * (412; the upload stays open either way); otherwise the upload moves to `completing` and the merge
  * task is queued in the same transaction, carrying the precondition, which the merge checks again
@@ -398,15 +415,7 @@ export async function requestCompletion(ctx: DomainContext, u: MultipartUpload, 
   const versionId = newId();
   const now = nowMicros();
   await transaction(ctx.db, async (tx) => {
-    await lockBucketForWrite(tx, u.bucketId);
-    // The upload row first: its lock orders this against the claims of part writes (part-claims.ts).
-    const r = await tx
-      .updateTable('multipart_uploads')
-      .set({ state: 'completing', version_id: versionId, updated: now })
-      .where('id', '=', u.id)
-      .where('state', '=', 'in_progress')
-      .executeTakeFirst();
-    if (Number(r.numUpdatedRows) !== 1) throw new AppError('MULTIPART_ALREADY_COMPLETED');
+    await markCompleting(tx, u, versionId, now);
     const n = await tx
       .selectFrom('parts')
       .select((eb) => eb.fn.countAll<number>().as('n'))

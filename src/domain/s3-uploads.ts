@@ -6,9 +6,11 @@
  * that completing copies nothing. The part size P is fixed by part 1 (every S3 client sends parts of
  * one size, the last one smaller); a part other than part 1 arriving while P is unknown waits up to
  * FILES_REST_S3_MULTIPART_LAYOUT_WAIT ms for part 1, then fixes P with its own size. Part n goes at
- * (n-1)·P; a part larger than P is refused (it would overwrite its neighbour). At completion every
- * listed part but the last must be exactly P bytes and the list must be 1..N: then the file is cut
- * to its size and the REST door's merge ('complete-multipart') makes it the head version.
+ * (n-1)·P; a part larger than P is refused (it would overwrite its neighbour). At completion, a
+ * list of parts 1..N, every one but the last exactly P bytes, is the file as it lies: it is cut to
+ * its size and the REST door's merge ('complete-multipart') makes it the head version, with no copy.
+ * Any other list S3 accepts (gaps, a first part other than 1, a smaller part in the middle) is
+ * assembled into a new file first (s3-assembly.ts), where the storage can read its parts in place.
  *
  * Quota: there is no declared total, so each part reserves its size before a byte is read, and a
  * part that replaces another releases the old one's. The upload row's `size` is always what it
@@ -31,13 +33,16 @@ import type { DomainContext } from './context.js';
 import { prefixUpperBound, validateKey } from './keys.js';
 import { checkSize } from './limits.js';
 import { getLocationById } from './locations.js';
-import { checkWritable, findUpload, isExpired, UPLOAD_TAGS_KEY, type CompletionTask, type MultipartUpload, type Part } from './multipart.js';
+import { checkWritable, findUpload, isExpired, markCompleting, UPLOAD_TAGS_KEY, type CompletionTask, type MultipartUpload, type Part } from './multipart.js';
 import { assertNoPartInProgress, claimPart } from './part-claims.js';
 import { checkPrecondition, hasPrecondition, type Precondition } from './preconditions.js';
 import { findHead, type ExpectedDigest } from './objects.js';
+import { assembleParts, canAssemble } from './s3-assembly.js';
 
 /** S3's part numbers: 1 to 10000. */
 export const S3_MAX_PART_NUMBER = 10000;
+/** S3's largest part: 5 GiB. */
+const S3_MAX_PART_SIZE = 5 * 1024 ** 3;
 
 /**
  * Keys of a version's stored metadata (its `metadata` JSON, which the S3 door writes) that are not
@@ -47,6 +52,8 @@ export const S3_MAX_PART_NUMBER = 10000;
  */
 export const S3_ETAG_KEY = 'etag';
 export const S3_PART_SIZE_KEY = 'mp-part-size';
+/** Of an object whose parts were assembled (s3-assembly.ts): every part's size, space-separated in part order. */
+export const S3_PART_SIZES_KEY = 'mp-part-sizes';
 /** The id of the upload that made the object: a CompleteMultipartUpload repeated after success finds its result by it. */
 export const S3_UPLOAD_ID_KEY = 'mp-upload-id';
 /**
@@ -61,7 +68,7 @@ export const UPLOAD_CHECKSUM_KEY = 'mp-checksum';
  */
 export const S3_PART_CHECKSUMS_KEY = 'mp-part-checksums';
 /** The stored metadata that is files-rest's own, never a header of the object (nor copied with it). */
-export const S3_INTERNAL_KEYS: ReadonlySet<string> = new Set([S3_ETAG_KEY, S3_PART_SIZE_KEY, S3_UPLOAD_ID_KEY, S3_PART_CHECKSUMS_KEY]);
+export const S3_INTERNAL_KEYS: ReadonlySet<string> = new Set([S3_ETAG_KEY, S3_PART_SIZE_KEY, S3_PART_SIZES_KEY, S3_UPLOAD_ID_KEY, S3_PART_CHECKSUMS_KEY]);
 
 /** Starts an upload of unknown size: an empty file instance that parts are written into. */
 export async function createS3Upload(
@@ -124,14 +131,19 @@ export async function createS3Upload(
  * A part other than part 1 smaller than the least a part other than the last may be
  * (FILES_REST_S3_MULTIPART_MIN_PART_SIZE) is the last part: its size says nothing of the others', and
  * fixing the part size with it would refuse every full part after it (a small last part that overtook
- * part 1, as boto3's threads let it when the machine is busy). It waits ten times as long, then is
- * refused with S3_PART_BEFORE_LAYOUT (503: the SDKs send it again).
+ * part 1, as boto3's threads let it when the machine is busy). Where the storage can assemble parts
+ * (`canAssemble`), it waits as long as any part, then fixes the part size at S3's largest part
+ * (5 GiB: every part fits in its slot, the file stays sparse, and the completion assembles the
+ * parts); a client that never sends a part 1 (the MinIO JavaScript client numbers parts from 2)
+ * waits no longer. Elsewhere it waits ten times as long, then is refused with S3_PART_BEFORE_LAYOUT
+ * (503: the SDKs send it again).
  */
-async function fixPartSize(ctx: DomainContext, u: MultipartUpload, partNumber: number, size: number, signal?: AbortSignal): Promise<number> {
+async function fixPartSize(ctx: DomainContext, u: MultipartUpload, partNumber: number, size: number, assemble: boolean, signal?: AbortSignal): Promise<number> {
   if (u.partSize > 0) return u.partSize;
+  let fixed = size;
   if (partNumber !== 1) {
     const surelyLast = size < ctx.config.s3MultipartMinPartSize;
-    const until = Date.now() + ctx.config.s3MultipartLayoutWait * (surelyLast ? 10 : 1);
+    const until = Date.now() + ctx.config.s3MultipartLayoutWait * (surelyLast && !assemble ? 10 : 1);
     let delay = 10;
     while (Date.now() < until) {
       await new Promise((r) => setTimeout(r, delay));
@@ -141,9 +153,10 @@ async function fixPartSize(ctx: DomainContext, u: MultipartUpload, partNumber: n
       if (!now) throw new AppError('UPLOAD_NOT_FOUND');
       if (now.partSize > 0) return now.partSize;
     }
-    if (surelyLast) throw new AppError('S3_PART_BEFORE_LAYOUT', { partNumber, size });
+    if (surelyLast && !assemble) throw new AppError('S3_PART_BEFORE_LAYOUT', { partNumber, size });
+    if (surelyLast) fixed = S3_MAX_PART_SIZE;
   }
-  await ctx.db.updateTable('multipart_uploads').set({ part_size: Math.max(size, 1) }).where('id', '=', u.id).where('part_size', '=', 0).execute();
+  await ctx.db.updateTable('multipart_uploads').set({ part_size: Math.max(fixed, 1) }).where('id', '=', u.id).where('part_size', '=', 0).execute();
   const now = await findUpload(ctx.db, u.id);
   if (!now) throw new AppError('UPLOAD_NOT_FOUND');
   return now.partSize;
@@ -197,10 +210,10 @@ export async function uploadS3Part(
   if (isExpired(ctx, u)) throw new AppError('MULTIPART_EXPIRED');
   const n = input.partNumber;
   if (!Number.isSafeInteger(n) || n < 1 || n > S3_MAX_PART_NUMBER) throw new AppError('INVALID_PART_NUMBER', { last: S3_MAX_PART_NUMBER });
-  const partSize = await fixPartSize(ctx, u, n, input.size, input.signal);
-  if (input.size > partSize) throw new AppError('S3_PART_LAYOUT', { partNumber: n, size: input.size, partSize });
   const file = await ctx.db.selectFrom('files').select(['uri']).where('id', '=', u.fileId).executeTakeFirstOrThrow();
   const backend = ctx.storage.forUri(file.uri!);
+  const partSize = await fixPartSize(ctx, u, n, input.size, canAssemble(backend), input.signal);
+  if (input.size > partSize) throw new AppError('S3_PART_LAYOUT', { partNumber: n, size: input.size, partSize });
   await reserve(ctx, u, input.size, true);
   let claim: Awaited<ReturnType<typeof claimPart>>;
   try {
@@ -432,6 +445,14 @@ export function s3PartRange(metadata: Record<string, string> | null, size: numbe
   }
   const count = Number(m[1]);
   if (partNumber > count) return { kind: 'none', count };
+  const sizes = metadata?.[S3_PART_SIZES_KEY]?.split(' ').map(Number);
+  if (sizes) {
+    // An assembled object: each part's own size.
+    if (sizes.length !== count || !sizes.every((n) => Number.isSafeInteger(n) && n >= 0)) return { kind: 'unknown', count };
+    const start = sizes.slice(0, partNumber - 1).reduce((a, b) => a + b, 0);
+    const end = start + sizes[partNumber - 1]! - 1;
+    return end < start ? { kind: 'whole' } : { kind: 'part', start, end, count };
+  }
   const partSize = Number(metadata?.[S3_PART_SIZE_KEY] ?? NaN);
   if (!Number.isSafeInteger(partSize) || partSize <= 0) return { kind: 'unknown', count };
   const start = (partNumber - 1) * partSize;
@@ -460,12 +481,53 @@ export interface ListedPart {
  */
 export type CompletionCheck = (parts: readonly ListedPart[], uploadChecksum: string | null) => Promise<Record<string, string>>;
 
+/** A part of the completed list, as recorded. */
+interface RecordedPart {
+  n: number;
+  size: number;
+  checksum: string;
+  clientChecksum: string | null;
+  updated: number;
+}
+
+/**
+ * The client's list matched against the recorded parts: each must exist with that ETag
+ * (INVALID_PART), every one but the last at least `minPartSize` (PART_TOO_SMALL).
+ */
+async function recordedParts(db: Executor, u: MultipartUpload, list: CompletedPart[], minPartSize: number): Promise<RecordedPart[]> {
+  const rows = await db.selectFrom('parts').select(['part_number', 'checksum', 'client_checksum', 'size', 'updated']).where('upload_id', '=', u.id).execute();
+  const byNumber = new Map(rows.map((p) => [Number(p.part_number) + 1, p]));
+  const listed = list.map((p) => {
+    const stored = byNumber.get(p.partNumber);
+    const tag = p.etag.trim().replace(/^"|"$/g, '').toLowerCase();
+    if (!stored || stored.checksum !== `md5:${tag}`) throw new AppError('INVALID_PART', { partNumber: p.partNumber });
+    return { n: p.partNumber, size: Number(stored.size ?? 0), checksum: stored.checksum, clientChecksum: stored.client_checksum ?? null, updated: Number(stored.updated) };
+  });
+  for (const p of listed.slice(0, -1)) {
+    if (p.size < minPartSize) throw new AppError('PART_TOO_SMALL', { partNumber: p.n, min: minPartSize });
+  }
+  return listed;
+}
+
+/** The first listed part that keeps the list from being the file as it lies (parts 1..N, all but the last `partSize` bytes), or null. */
+function misfit(listed: readonly RecordedPart[], partSize: number): RecordedPart | null {
+  return (
+    listed.find((p, i) => {
+      const last = i === listed.length - 1;
+      return p.n !== i + 1 || (last ? p.size > partSize : p.size !== partSize);
+    }) ?? null
+  );
+}
+
 /**
  * Asks for completion with the client's part list: each part must exist with that ETag (INVALID_PART),
  * in ascending order (INVALID_PART_ORDER), every one but the last at least the minimum part size
- * (PART_TOO_SMALL) and, for the in-place layout, exactly the upload's part size, numbered 1..N. In one
- * transaction the upload takes its final size, parts not listed go (their reservation with them), the
- * multipart ETag is stored with the metadata, and the REST door's merge task is queued.
+ * (PART_TOO_SMALL). A list that is the upload's file as it lies (parts 1..N, all but the last of the
+ * upload's part size) is completed in place; any other (gaps, a first part other than 1, parts of
+ * other sizes) is first assembled into a new file (s3-assembly.ts), where the storage allows it,
+ * else refused (S3_PART_LAYOUT). In one transaction the upload takes its final size (and its new
+ * file), parts not listed go (their reservation with them), the multipart ETag is stored with the
+ * metadata, and the REST door's merge task is queued.
  */
 export async function requestS3Completion(
   ctx: DomainContext,
@@ -476,63 +538,92 @@ export async function requestS3Completion(
 ): Promise<{ upload: MultipartUpload; etag: string; metadata: Record<string, string> }> {
   await checkWritable(ctx, u);
   for (let i = 1; i < list.length; i++) if (list[i]!.partNumber <= list[i - 1]!.partNumber) throw new AppError('INVALID_PART_ORDER');
+  // The storage's own minimum too: the S3 backend completes a native multipart upload underneath.
+  const file = await ctx.db.selectFrom('files').select(['uri', 'location_id', 'storage_class']).where('id', '=', u.fileId).executeTakeFirstOrThrow();
+  const backend = ctx.storage.forUri(file.uri!);
+  const minPartSize = Math.max(ctx.config.s3MultipartMinPartSize, backend.minPartSize ?? 0);
+  const before = await findUpload(ctx.db, u.id);
+  if (!before || before.state !== 'in_progress') throw new AppError('MULTIPART_ALREADY_COMPLETED');
+  const planned = await recordedParts(ctx.db, u, list, minPartSize);
+  const out = misfit(planned, before.partSize);
+  let assembled: { fileId: string; uri: string; checksum: string; locationId: string } | null = null;
+  if (out) {
+    const locationId = file.location_id;
+    if (!canAssemble(backend) || locationId === null) throw new AppError('S3_PART_LAYOUT', { partNumber: out.n, size: out.size, partSize: before.partSize });
+    // The running digest follows the upload's file, which the assembled one replaces.
+    ctx.hasher?.forget(u.id);
+    const fileId = newId();
+    const location = await getLocationById(ctx.db, locationId);
+    const uri = backend.makeUri(location.uri, fileId);
+    const parts = planned.map((p) => ({ partNumber: p.n, offset: (p.n - 1) * before.partSize, size: p.size, checksum: p.checksum }));
+    const r = await assembleParts(backend, file.uri!, uri, parts).catch((e: unknown) => {
+      throw isStorageFull(e) ? new AppError('STORAGE_FULL', {}, { cause: e }) : e;
+    });
+    assembled = { fileId, uri, checksum: r.checksum, locationId };
+  }
   const versionId = newId();
   const now = nowMicros();
   let etag = '';
   let metadata: Record<string, string> = {};
-  await transaction(ctx.db, async (tx) => {
-    await lockBucketForWrite(tx, u.bucketId);
-    // The upload row first: its lock orders this against the claims of part writes (part-claims.ts).
-    const r = await tx
-      .updateTable('multipart_uploads')
-      .set({ state: 'completing', version_id: versionId, updated: now })
-      .where('id', '=', u.id)
-      .where('state', '=', 'in_progress')
-      .executeTakeFirst();
-    if (Number(r.numUpdatedRows) !== 1) throw new AppError('MULTIPART_ALREADY_COMPLETED');
-    const row = (await findUpload(tx, u.id))!;
-    // The storage's own minimum too: the S3 backend completes a native multipart upload underneath.
-    const file = await tx.selectFrom('files').select('uri').where('id', '=', u.fileId).executeTakeFirstOrThrow();
-    const minPartSize = Math.max(ctx.config.s3MultipartMinPartSize, ctx.storage.forUri(file.uri!).minPartSize ?? 0);
-    const rows = await tx.selectFrom('parts').select(['part_number', 'checksum', 'client_checksum', 'size']).where('upload_id', '=', u.id).execute();
-    const byNumber = new Map(rows.map((p) => [Number(p.part_number) + 1, p]));
-    const listed = list.map((p) => {
-      const stored = byNumber.get(p.partNumber);
-      const tag = p.etag.trim().replace(/^"|"$/g, '').toLowerCase();
-      if (!stored || stored.checksum !== `md5:${tag}`) throw new AppError('INVALID_PART', { partNumber: p.partNumber });
-      return { n: p.partNumber, size: Number(stored.size ?? 0), checksum: stored.checksum, clientChecksum: stored.client_checksum ?? null };
-    });
-    for (const p of listed.slice(0, -1)) {
-      if (p.size < minPartSize) throw new AppError('PART_TOO_SMALL', { partNumber: p.n, min: minPartSize });
-    }
-    listed.forEach((p, i) => {
-      const last = i === listed.length - 1;
-      if (p.n !== i + 1 || (last ? p.size > row.partSize : p.size !== row.partSize)) {
-        throw new AppError('S3_PART_LAYOUT', { partNumber: p.n, size: p.size, partSize: row.partSize });
+  try {
+    await transaction(ctx.db, async (tx) => {
+      await markCompleting(tx, u, versionId, now);
+      const row = (await findUpload(tx, u.id))!;
+      const listed = await recordedParts(tx, u, list, minPartSize);
+      // A part sent again since the list was read (or the part size fixed meanwhile): the bytes
+      // planned for are not the ones recorded.
+      const changed = listed.find((p, i) => p.checksum !== planned[i]!.checksum || p.updated !== planned[i]!.updated);
+      if (changed || row.partSize !== before.partSize) throw new AppError('MULTIPART_PART_IN_PROGRESS', { part: changed?.n ?? list[0]?.partNumber ?? 1 });
+      const { [UPLOAD_CHECKSUM_KEY]: uploadChecksum, ...uploadMetadata } = row.metadata ?? {};
+      const gained = check ? await check(listed.map((p) => ({ partNumber: p.n, size: p.size, clientChecksum: p.clientChecksum })), uploadChecksum ?? null) : {};
+      const total = listed.reduce((s, p) => s + p.size, 0);
+      checkSize({ ...(await getLiveBucket(tx, u.bucketId)), quotaSize: null }, total);
+      await assertNoPartInProgress(tx, u.id);
+      if (hasPrecondition(precondition)) checkPrecondition(await findHead(tx, u.bucketId, u.key), precondition);
+      // The reservation shrinks to the object's size.
+      await releaseReservation(tx, u.bucketId, row.size - total);
+      const last = listed[listed.length - 1]!;
+      etag = multipartEtag(listed.map((p) => p.checksum));
+      // The ETag and the part sizes go with the object: they locate each part (GetObject with
+      // partNumber) once the upload's rows are gone.
+      metadata = { ...uploadMetadata, ...gained, [S3_ETAG_KEY]: etag, [S3_UPLOAD_ID_KEY]: u.id };
+      if (assembled) {
+        metadata[S3_PART_SIZES_KEY] = listed.map((p) => p.size).join(' ');
+        // The upload is now one part: the assembled file, whose MD5 the merge checks once more.
+        await insertFileInstance(
+          tx,
+          { id: assembled.fileId, locationId: assembled.locationId, uri: assembled.uri, storageClass: file.storage_class, size: total, checksum: null, state: 'writable' },
+          now,
+        );
+        await tx.deleteFrom('parts').where('upload_id', '=', u.id).execute();
+        await tx
+          .insertInto('parts')
+          .values({ upload_id: u.id, part_number: 0, checksum: assembled.checksum, client_checksum: null, storage_etag: null, size: total, created: now, updated: now })
+          .execute();
+        await tx
+          .updateTable('multipart_uploads')
+          .set({ file_id: assembled.fileId, size: total, part_size: Math.max(total, 1), last_part_number: 0, last_part_size: total, storage_ref: null, metadata: JSON.stringify(metadata) })
+          .where('id', '=', u.id)
+          .execute();
+        await tx.deleteFrom('files').where('id', '=', u.fileId).execute();
+        await ctx.queue.enqueue(tx, 'remove-file-data', { uri: file.uri!, multipartRef: u.storageRef ?? undefined, initialized: true });
+      } else {
+        // Parts not listed go.
+        await tx.deleteFrom('parts').where('upload_id', '=', u.id).where('part_number', '>=', listed.length).execute();
+        metadata[S3_PART_SIZE_KEY] = String(row.partSize);
+        await tx
+          .updateTable('multipart_uploads')
+          .set({ size: total, last_part_number: listed.length - 1, last_part_size: last.size, metadata: JSON.stringify(metadata) })
+          .where('id', '=', u.id)
+          .execute();
       }
-    });
-    const { [UPLOAD_CHECKSUM_KEY]: uploadChecksum, ...uploadMetadata } = row.metadata ?? {};
-    const gained = check ? await check(listed.map((p) => ({ partNumber: p.n, size: p.size, clientChecksum: p.clientChecksum })), uploadChecksum ?? null) : {};
-    const total = listed.reduce((s, p) => s + p.size, 0);
-    checkSize({ ...(await getLiveBucket(tx, u.bucketId)), quotaSize: null }, total);
-    await assertNoPartInProgress(tx, u.id);
-    if (hasPrecondition(precondition)) checkPrecondition(await findHead(tx, u.bucketId, u.key), precondition);
-    // Parts not listed go; the reservation shrinks to the object's size.
-    await tx.deleteFrom('parts').where('upload_id', '=', u.id).where('part_number', '>=', listed.length).execute();
-    await releaseReservation(tx, u.bucketId, row.size - total);
-    const last = listed[listed.length - 1]!;
-    etag = multipartEtag(listed.map((p) => p.checksum));
-    // The ETag and the part size go with the object: every part but the last is partSize bytes, so
-    // they locate each part (GetObject with partNumber) once the upload's rows are gone.
-    metadata = { ...uploadMetadata, ...gained, [S3_ETAG_KEY]: etag, [S3_PART_SIZE_KEY]: String(row.partSize), [S3_UPLOAD_ID_KEY]: u.id };
-    await tx
-      .updateTable('multipart_uploads')
-      .set({ size: total, last_part_number: listed.length - 1, last_part_size: last.size, metadata: JSON.stringify(metadata) })
-      .where('id', '=', u.id)
-      .execute();
-    const payload: CompletionTask = hasPrecondition(precondition) ? { uploadId: u.id, precondition } : { uploadId: u.id };
-    await ctx.queue.enqueue(tx, 'complete-multipart', payload);
-  }, { bucket: u.bucketId });
+      const payload: CompletionTask = hasPrecondition(precondition) ? { uploadId: u.id, precondition } : { uploadId: u.id };
+      await ctx.queue.enqueue(tx, 'complete-multipart', payload);
+    }, { bucket: u.bucketId });
+  } catch (e) {
+    if (assembled) await backend.delete(assembled.uri).catch((x: unknown) => ctx.log.error({ err: x, uri: assembled.uri }, 'could not remove an assembled file'));
+    throw e;
+  }
   ctx.queue.wake();
   if (!ctx.config.worker) ctx.hasher?.forget(u.id);
   return { upload: { ...u, state: 'completing', versionId }, etag, metadata };
