@@ -125,7 +125,9 @@ export type ListedChecksums = Partial<Record<ChecksumAlgorithm, string>>;
  * - an upload that declared an algorithm: each listed part's checksum of that algorithm must be the
  *   recorded one (InvalidPart), and a COMPOSITE upload must list one for every part (InvalidRequest);
  *   a `x-amz-checksum-type` other than the declared one is BadDigest; the object's checksum sent
- *   must be the one made from the parts (BadDigest), and that checksum and its type are stored.
+ *   must be the one made from the parts (BadDigest), and that checksum and its type are stored;
+ * - an upload that declared an algorithm must list parts 1..N (InvalidPartOrder, given the list,
+ *   before the domain reads a byte: such a list is never assembled).
  */
 export function completionCheck(r: S3Request, declaredText: string | null | undefined): (list: readonly { partNumber: number; checksums: ListedChecksums }[]) => CompletionCheck {
   const { sent, type, size } = completionHeaders(r);
@@ -137,40 +139,50 @@ export function completionCheck(r: S3Request, declaredText: string | null | unde
     const bare = declared.type === 'COMPOSITE' ? sent.value.replace(/-\d{1,5}$/, '') : sent.value;
     if (validateChecksumValue(declared.algorithm, bare)) throw new S3Error('InvalidRequest', `Value for ${checksumHeaderName(declared.algorithm)} header is invalid.`);
   }
-  return (list) => async (parts: readonly ListedPart[], uploadChecksum: string | null): Promise<Record<string, string>> => {
-    const listed = new Map(list.map((p) => [p.partNumber, p.checksums]));
-    const total = parts.reduce((s, p) => s + p.size, 0);
-    if (size !== null && size !== total) {
-      throw new S3Error('InvalidRequest', `The provided 'x-amz-mp-object-size' header value ${size} does not match what was computed: ${total}`);
+  return (list) => {
+    // With a checksum on every part, S3 (general purpose buckets) wants the part numbers to start at 1
+    // and be consecutive; without one, any ascending numbers will do. Refused before anything is read.
+    if (declared && list.some((p, i) => p.partNumber !== i + 1)) {
+      throw new S3Error('InvalidPartOrder', `The upload was created with a ${declared.algorithm.toLowerCase()} checksum on each part: the part numbers must start at 1 and be consecutive.`);
     }
-    // The declaration read with the upload row, in this transaction (it cannot change, but this is the one committed).
-    const d = parseDeclaration(uploadChecksum);
-    if (!d) return {};
-    if (type !== null && type !== d.type) {
-      throw new S3Error('BadDigest', `The upload was created with the ${d.type} checksum type; the request gives ${type}.`);
-    }
-    const values = parts.map((p) => {
-      const recorded = parsePartChecksum(p.clientChecksum);
-      const given = listed.get(p.partNumber)?.[d.algorithm];
-      if (given === undefined && d.type === 'COMPOSITE') {
-        throw new S3Error(
-          'InvalidRequest',
-          `The upload was created using a ${d.algorithm.toLowerCase()} checksum. The complete request must include the checksum for each part. It was missing for part ${p.partNumber} in the request.`,
-        );
-      }
-      if (!recorded || recorded.algorithm !== d.algorithm || (given !== undefined && given !== recorded.value)) {
-        throw new S3Error('InvalidPart', `Part ${p.partNumber}: its ${d.algorithm} checksum is not the one recorded when it was uploaded.`);
-      }
-      return recorded.value;
-    });
-    const value = d.type === 'COMPOSITE' ? await compositeChecksum(d.algorithm, values) : fullObjectCrc(d.algorithm, values.map((v, i) => ({ value: v, size: parts[i]!.size })));
-    if (sent) {
-      const sentValue = d.type === 'COMPOSITE' && !/-\d{1,5}$/.test(sent.value) ? `${sent.value}-${parts.length}` : sent.value;
-      if (sentValue !== value) throw new S3Error('BadDigest', `The ${d.algorithm.toLowerCase()} you specified for the object did not match what was computed from its parts.`);
-    }
-    // The parts' own too: GetObject with partNumber answers one of them (base64 holds no space).
-    return { [checksumHeaderName(d.algorithm)]: value, 'x-amz-checksum-type': d.type, [S3_PART_CHECKSUMS_KEY]: values.join(' ') };
+    return checkParts(list);
   };
+  function checkParts(list: readonly { partNumber: number; checksums: ListedChecksums }[]): CompletionCheck {
+    return async (parts: readonly ListedPart[], uploadChecksum: string | null): Promise<Record<string, string>> => {
+      const listed = new Map(list.map((p) => [p.partNumber, p.checksums]));
+      const total = parts.reduce((s, p) => s + p.size, 0);
+      if (size !== null && size !== total) {
+        throw new S3Error('InvalidRequest', `The provided 'x-amz-mp-object-size' header value ${size} does not match what was computed: ${total}`);
+      }
+      // The declaration read with the upload row, in this transaction (it cannot change, but this is the one committed).
+      const d = parseDeclaration(uploadChecksum);
+      if (!d) return {};
+      if (type !== null && type !== d.type) {
+        throw new S3Error('BadDigest', `The upload was created with the ${d.type} checksum type; the request gives ${type}.`);
+      }
+      const values = parts.map((p) => {
+        const recorded = parsePartChecksum(p.clientChecksum);
+        const given = listed.get(p.partNumber)?.[d.algorithm];
+        if (given === undefined && d.type === 'COMPOSITE') {
+          throw new S3Error(
+            'InvalidRequest',
+            `The upload was created using a ${d.algorithm.toLowerCase()} checksum. The complete request must include the checksum for each part. It was missing for part ${p.partNumber} in the request.`,
+          );
+        }
+        if (!recorded || recorded.algorithm !== d.algorithm || (given !== undefined && given !== recorded.value)) {
+          throw new S3Error('InvalidPart', `Part ${p.partNumber}: its ${d.algorithm} checksum is not the one recorded when it was uploaded.`);
+        }
+        return recorded.value;
+      });
+      const value = d.type === 'COMPOSITE' ? await compositeChecksum(d.algorithm, values) : fullObjectCrc(d.algorithm, values.map((v, i) => ({ value: v, size: parts[i]!.size })));
+      if (sent) {
+        const sentValue = d.type === 'COMPOSITE' && !/-\d{1,5}$/.test(sent.value) ? `${sent.value}-${parts.length}` : sent.value;
+        if (sentValue !== value) throw new S3Error('BadDigest', `The ${d.algorithm.toLowerCase()} you specified for the object did not match what was computed from its parts.`);
+      }
+      // The parts' own too: GetObject with partNumber answers one of them (base64 holds no space).
+      return { [checksumHeaderName(d.algorithm)]: value, 'x-amz-checksum-type': d.type, [S3_PART_CHECKSUMS_KEY]: values.join(' ') };
+    };
+  }
 }
 
 /**
