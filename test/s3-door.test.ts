@@ -330,6 +330,41 @@ describe('S3 door', () => {
     assert.deepEqual(await s3Code(s3.send(new GetObjectAclCommand({ Bucket: 'acls', Key: 'k', VersionId: 'no-such-version' }))), { name: 'NoSuchVersion', status: 404 });
   });
 
+  it('ACLs of a publicly readable bucket: its objects are answered public-read (AllUsers READ) and may be set so, never private; its listing stays private', async () => {
+    await s3.send(new CreateBucketCommand({ Bucket: 'public-acls' }));
+    const owner = (await s3.send(new ListBucketsCommand({}))).Owner!;
+    const ownerGrant = { Grantee: { Type: 'CanonicalUser' as const, ID: owner.ID, DisplayName: owner.DisplayName }, Permission: 'FULL_CONTROL' as const };
+    const everyone = { Grantee: { Type: 'Group' as const, URI: 'http://acs.amazonaws.com/groups/global/AllUsers' }, Permission: 'READ' as const };
+    // Private until the operator makes the bucket public: public-read is refused, not pretended.
+    assert.deepEqual(await s3Code(s3.send(new PutObjectCommand({ Bucket: 'public-acls', Key: 'k', Body: 'k', ACL: 'public-read' }))), { name: 'NotImplemented', status: 501 });
+    const { resolveBucket } = await import('../src/s3/names.js');
+    const { setBucketPublicRead } = await import('../src/domain/buckets.js');
+    const b = (await resolveBucket(t.server.core.ctx.db, 'public-acls'))!;
+    await setBucketPublicRead(t.server.core.ctx, b.id, true);
+    const put = await s3.send(new PutObjectCommand({ Bucket: 'public-acls', Key: 'k', Body: 'public body', ACL: 'public-read' }));
+    const anonymous = await fetch(`${t.s3Url}/public-acls/k`);
+    assert.equal(anonymous.status, 200);
+    assert.equal(await anonymous.text(), 'public body');
+    assert.deepEqual((await s3.send(new GetObjectAclCommand({ Bucket: 'public-acls', Key: 'k' }))).Grants, [ownerGrant, everyone]);
+    await s3.send(new PutObjectAclCommand({ Bucket: 'public-acls', Key: 'k', VersionId: put.VersionId, ACL: 'public-read' }));
+    await s3.send(new PutObjectAclCommand({ Bucket: 'public-acls', Key: 'k', AccessControlPolicy: { Owner: owner, Grants: [ownerGrant, everyone] } }));
+    await s3.send(new PutObjectAclCommand({ Bucket: 'public-acls', Key: 'k', GrantFullControl: `id="${owner.ID}"`, GrantRead: 'uri="http://acs.amazonaws.com/groups/global/AllUsers"' }));
+    // Asked to be private, an object of a public bucket would not be: refused.
+    assert.deepEqual(await s3Code(s3.send(new PutObjectCommand({ Bucket: 'public-acls', Key: 'p', Body: 'p', ACL: 'private' }))), { name: 'NotImplemented', status: 501 });
+    assert.deepEqual(await s3Code(s3.send(new PutObjectAclCommand({ Bucket: 'public-acls', Key: 'k', ACL: 'private' }))), { name: 'NotImplemented', status: 501 });
+    assert.deepEqual(await s3Code(s3.send(new PutObjectAclCommand({ Bucket: 'public-acls', Key: 'k', AccessControlPolicy: { Owner: owner, Grants: [ownerGrant] } }))), { name: 'NotImplemented', status: 501 });
+    assert.deepEqual(await s3Code(s3.send(new HeadObjectCommand({ Bucket: 'public-acls', Key: 'p' }))), { name: 'NotFound', status: 404 });
+    // The bucket's own ACL: anyone may download, nobody but the owner may list.
+    assert.deepEqual((await s3.send(new GetBucketAclCommand({ Bucket: 'public-acls' }))).Grants, [ownerGrant]);
+    assert.equal((await fetch(`${t.s3Url}/public-acls`)).status, 403);
+    assert.deepEqual(await s3Code(s3.send(new PutBucketAclCommand({ Bucket: 'public-acls', ACL: 'public-read' }))), { name: 'NotImplemented', status: 501 });
+    await s3.send(new PutBucketAclCommand({ Bucket: 'public-acls', ACL: 'private' }));
+    // Back to private: so are its objects' ACLs.
+    await setBucketPublicRead(t.server.core.ctx, b.id, false);
+    assert.deepEqual((await s3.send(new GetObjectAclCommand({ Bucket: 'public-acls', Key: 'k' }))).Grants, [ownerGrant]);
+    assert.equal((await fetch(`${t.s3Url}/public-acls/k`)).status, 403);
+  });
+
   it('bucket tagging: NoSuchTagSet until set, the set replaced and read back by key, S3\'s limits, removed with 204 and with the bucket', async () => {
     await s3.send(new CreateBucketCommand({ Bucket: 'tagged' }));
     assert.deepEqual(await s3Code(s3.send(new GetBucketTaggingCommand({ Bucket: 'tagged' }))), { name: 'NoSuchTagSet', status: 404 });

@@ -35,7 +35,7 @@ import { deleteObjectsOp } from './delete-objects.js';
 import { deleteBucketTaggingOp, deleteObjectTaggingOp, getBucketTaggingOp, getObjectTaggingOp, putBucketTaggingOp, putObjectTaggingOp } from './tagging.js';
 import { doorMetrics, type DoorMetrics } from '../http/metrics.js';
 import { s3OperationName } from './operation-name.js';
-import { unsupportedHeaderError } from './unsupported-headers.js';
+import { carriesCannedAcl, unsupportedHeaderError } from './unsupported-headers.js';
 import { getBucketAclOp, getObjectAclOp, putBucketAclOp, putObjectAclOp } from './acl.js';
 import { answerPreflight, applyCors, deleteBucketCorsOp, getBucketCorsOp, putBucketCorsOp } from './cors.js';
 import { abortMultipartUploadOp, completeMultipartUploadOp, createMultipartUploadOp, listMultipartUploadsOp, listPartsOp, uploadPartOp } from './multipart.js';
@@ -326,7 +326,9 @@ export class S3Door {
       if (UNSUPPORTED.has(name)) throw new S3Error('NotImplemented', `The ?${name} subresource (${m}) is not supported by files-rest.`);
     }
     // PutBucketAcl and PutObjectAcl judge their own x-amz-acl and x-amz-grant-* (src/s3/acl.ts).
-    const refused = r.query.has('acl') ? null : unsupportedHeaderError(r.headers);
+    // An object's canned ACL is judged against its bucket: every object of a publicly readable bucket is public-read.
+    const publicObject = r.key !== '' && carriesCannedAcl(r.headers) && (await resolveBucket(r.ctx.db, r.bucketName))?.publicRead === true;
+    const refused = r.query.has('acl') ? null : unsupportedHeaderError(r.headers, publicObject);
     if (refused) throw refused;
     checkExpectedOwner(r);
     if (r.bucketName === '') {

@@ -199,7 +199,7 @@ export async function postObjectOp(r: S3Request, bucket: Bucket): Promise<void> 
     const asRequest: S3Request = { ...r, key, identity: signer?.identity ?? r.identity, headers: fieldsAsHeaders(fields) };
     await authorize(asRequest, 'bucket-update', { type: 'bucket', bucketId: bucket.id, key });
     const sums = await checksumFields(fields);
-    const unsupported = unsupportedHeaderError(asRequest.headers);
+    const unsupported = unsupportedHeaderError(asRequest.headers, bucket.publicRead === true);
     if (unsupported) throw unsupported;
     metadata = metadataOf(asRequest);
     const taggingText = fields.get('tagging');

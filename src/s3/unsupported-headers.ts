@@ -4,7 +4,8 @@
  * encryption, an object lock or a public ACL and got 200 would believe its object encrypted,
  * undeletable or public while it is none of these (Ceph's S3 suite found them accepted and ignored).
  * A canned ACL that says what files-rest does anyway (`private`, and the bucket-owner ones: an
- * installation's keys share its buckets) is accepted: tools such as rclone and s3cmd can be set to send it.
+ * installation's keys share its buckets; for an object of a publicly readable bucket `public-read`
+ * instead) is accepted: tools such as rclone and s3cmd can be set to send it.
  */
 import { S3Error } from './errors.js';
 import type { RequestHeaders } from './sigv4.js';
@@ -18,14 +19,26 @@ const ACCEPTED_CANNED_ACLS: ReadonlySet<string> = new Set(['private', 'bucket-ow
 
 /**
  * The refusal of an `x-amz-acl` value, or null when it says what files-rest does anyway: one S3
- * does not know is InvalidArgument (400), as S3 answers; one that grants more than the owner's
- * access is NotImplemented.
+ * does not know is InvalidArgument (400), as S3 answers. For an object of a publicly readable
+ * bucket (`publicObject`) only `public-read` is true (anyone may read it already); elsewhere
+ * `private` and the bucket-owner ones are, and one granting more is NotImplemented. A client told
+ * its object is private, or public, must be able to rely on it.
  */
-export function cannedAclError(value: string): S3Error | null {
+export function cannedAclError(value: string, publicObject = false): S3Error | null {
   const v = value.trim().toLowerCase();
   if (!CANNED_ACLS.has(v)) return new S3Error('InvalidArgument', `x-amz-acl must be one of S3's canned ACLs (${[...CANNED_ACLS].join(', ')}).`, { ArgumentName: 'x-amz-acl', ArgumentValue: value });
+  if (publicObject) {
+    if (v === 'public-read') return null;
+    return new S3Error('NotImplemented', `The canned ACL ${value} (x-amz-acl) is not supported here: this bucket is publicly readable, so each of its objects is readable by anyone (public-read); \`files-rest bucket set ID --public-read off\` makes them private.`);
+  }
   if (ACCEPTED_CANNED_ACLS.has(v)) return null;
-  return new S3Error('NotImplemented', `The canned ACL ${value} (x-amz-acl) is not supported by files-rest: every object is private to the installation's keys.`);
+  const how = v === 'public-read' ? ' (an object is readable by anyone when its bucket is: `files-rest bucket set ID --public-read on`)' : '';
+  return new S3Error('NotImplemented', `The canned ACL ${value} (x-amz-acl) is not supported by files-rest: every object is private to the installation's keys${how}.`);
+}
+
+/** True when a request carries a canned ACL (whose answer, for an object, depends on its bucket). */
+export function carriesCannedAcl(headers: RequestHeaders): boolean {
+  return headers.has('x-amz-acl');
 }
 
 /** Header name → what it asks for; any value is refused. */
@@ -51,14 +64,17 @@ const REFUSED: ReadonlyMap<string, string> = new Map([
   ['x-amz-website-redirect-location', 'Website redirects'],
 ]);
 
-/** The NotImplemented answer for a request carrying such a header, or null. */
-export function unsupportedHeaderError(headers: RequestHeaders): S3Error | null {
+/**
+ * The NotImplemented answer for a request carrying such a header, or null. `publicObject`: the
+ * request writes an object of a publicly readable bucket (see cannedAclError).
+ */
+export function unsupportedHeaderError(headers: RequestHeaders, publicObject = false): S3Error | null {
   for (const name of headers.keys()) {
     const what = REFUSED.get(name);
     if (what) return new S3Error('NotImplemented', `${what} (${name}) is not supported by files-rest.`);
   }
   // Each value an InvalidArgument first, then a NotImplemented (S3 refuses the unknown value first).
-  const acl = (headers.get('x-amz-acl') ?? []).map(cannedAclError).filter((e) => e !== null);
+  const acl = (headers.get('x-amz-acl') ?? []).map((v) => cannedAclError(v, publicObject)).filter((e) => e !== null);
   const refusal = acl.find((e) => e.code === 'InvalidArgument') ?? acl[0];
   if (refusal) return refusal;
   const lock = headers.get('x-amz-bucket-object-lock-enabled');
