@@ -32,6 +32,7 @@ export const ERRORS = {
   INVALID_PART_ORDER: { status: 400, message: 'The list of parts was not in ascending order.' },
   PART_TOO_SMALL: { status: 400, message: 'Part {partNumber} is smaller than the minimum part size ({min} bytes); only the last part may be smaller.' },
   S3_PART_LAYOUT: { status: 400, message: "Part {partNumber} ({size} bytes) does not fit the upload's layout: parts are numbered 1 to N and all but the last are {partSize} bytes, the size of part 1; the last one no larger." },
+  S3_PART_OVERLAP: { status: 400, message: "Part {partNumber} ({size} bytes) would overlap part {other}: part n is kept at (n-1) × {partSize} bytes (the upload's part size), so a part larger than that must have no part after it within its reach." },
   S3_PART_BEFORE_LAYOUT: { status: 503, message: 'Part {partNumber} ({size} bytes) is smaller than a part other than the last may be, so it is the last part, and where it goes is known only once part 1 has arrived: send part 1, then this part again.' },
   NO_PART_DETECTED: { status: 400, message: 'No upload part detected in request.' },
   MULTIPART_MISSING_PARTS: { status: 400, message: 'Not all parts have been uploaded: part(s) {missing} missing (parts are numbered from 0 to {last}).' },

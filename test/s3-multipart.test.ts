@@ -249,6 +249,83 @@ describe('S3 multipart uploads', () => {
     });
   });
 
+  it('a part larger than the part size (s3fs makes its last part up to twice the others) is kept and assembled on fs; one that would overlap another part is refused', async () => {
+    const key = 'raw/oversize.bin';
+    const { UploadId } = await s3.send(new CreateMultipartUploadCommand({ Bucket: bucket, Key: key }));
+    const send = async (n: number, b: Buffer) => (await s3.send(new UploadPartCommand({ Bucket: bucket, Key: key, UploadId, PartNumber: n, Body: b }))).ETag!;
+    const p1 = randomBytes(2000 * K);
+    const p2 = randomBytes(3500 * K); // the last part, larger than part 1
+    const e1 = await send(1, p1);
+    if (testStorage() === 's3') {
+      assert.equal(await s3Code(send(2, p2)), 'InvalidArgument');
+      await s3.send(new AbortMultipartUploadCommand({ Bucket: bucket, Key: key, UploadId }));
+      return;
+    }
+    const e2 = await send(2, p2);
+    // Part 3 would start inside part 2; part 2 again, larger, would reach into a part 3 sent first.
+    assert.equal(await s3Code(send(3, randomBytes(1000 * K))), 'InvalidArgument');
+    const other = await s3.send(new CreateMultipartUploadCommand({ Bucket: bucket, Key: `${key}.other` }));
+    const sendOther = async (n: number, b: Buffer) => (await s3.send(new UploadPartCommand({ Bucket: bucket, Key: `${key}.other`, UploadId: other.UploadId, PartNumber: n, Body: b }))).ETag!;
+    await sendOther(1, p1);
+    await sendOther(3, randomBytes(1000 * K));
+    assert.equal(await s3Code(sendOther(2, p2)), 'InvalidArgument');
+    await s3.send(new AbortMultipartUploadCommand({ Bucket: bucket, Key: `${key}.other`, UploadId: other.UploadId }));
+    const done = await s3.send(new CompleteMultipartUploadCommand({ Bucket: bucket, Key: key, UploadId, MultipartUpload: { Parts: [{ PartNumber: 1, ETag: e1 }, { PartNumber: 2, ETag: e2 }] } }));
+    assert.equal(done.ETag, multipartEtag([p1, p2]));
+    const got = await s3.send(new GetObjectCommand({ Bucket: bucket, Key: key }));
+    assert.ok(Buffer.from(await got.Body!.transformToByteArray()).equals(Buffer.concat([p1, p2])));
+    const second = await s3.send(new GetObjectCommand({ Bucket: bucket, Key: key, PartNumber: 2 }));
+    assert.ok(Buffer.from(await second.Body!.transformToByteArray()).equals(p2));
+  });
+
+  it('an UploadPartCopy or CopyObject refused before its bytes are read closes its source file at once, leaving no handle to the garbage collector', async () => {
+    const ctx = t.server.core.ctx;
+    // Larger than FILES_REST_INLINE_MAX_SIZE: a file of its own, opened for each copy.
+    const body = randomBytes(256 * 1024 + 3000 * K);
+    const src = await s3.send(new PutObjectCommand({ Bucket: bucket, Key: 'leak/src.bin', Body: body }));
+    const srcFile = await ctx.db
+      .selectFrom('object_versions')
+      .innerJoin('files', 'files.id', 'object_versions.file_id')
+      .select('files.uri')
+      .where('object_versions.version_id', '=', src.VersionId!)
+      .executeTakeFirstOrThrow();
+    assert.ok(srcFile.uri);
+    // A file handle nobody closed is closed by the garbage collector, with a warning (DEP0137).
+    const warnings: string[] = [];
+    const onWarning = (w: Error) => warnings.push(w.message);
+    process.on('warning', onWarning);
+    const { setFlagsFromString } = await import('node:v8');
+    const { runInNewContext } = await import('node:vm');
+    setFlagsFromString('--expose-gc');
+    const gc = runInNewContext('gc') as () => void;
+    // A part copy refused after its source was opened: its place would overlap part 2's.
+    const { UploadId } = await s3.send(new CreateMultipartUploadCommand({ Bucket: bucket, Key: 'leak/copy.bin' }));
+    await s3.send(new UploadPartCommand({ Bucket: bucket, Key: 'leak/copy.bin', UploadId, PartNumber: 1, Body: randomBytes(1000 * K) }));
+    await s3.send(new UploadPartCommand({ Bucket: bucket, Key: 'leak/copy.bin', UploadId, PartNumber: 3, Body: randomBytes(1000 * K) }));
+    // A copy refused after its source was opened: larger than the bucket's maximum file size.
+    const { setBucketProperties } = await import('../src/domain/buckets.js');
+    const small = (await createBucket(ctx, {})).id;
+    await setBucketProperties(ctx, small, { maxFileSize: 1000 });
+    for (let i = 0; i < 3; i++) {
+      const part = await s3Code(s3.send(new UploadPartCopyCommand({ Bucket: bucket, Key: 'leak/copy.bin', UploadId, PartNumber: 2, CopySource: `${bucket}/leak/src.bin` })));
+      assert.equal(part, 'InvalidArgument');
+      assert.equal(await s3Code(s3.send(new CopyObjectCommand({ Bucket: small, Key: 'copied.bin', CopySource: `${bucket}/leak/src.bin` }))), 'EntityTooLarge');
+    }
+    const { readdir, readlink } = await import('node:fs/promises');
+    /** Descriptors of this process (the server runs in it) open on the source's file. */
+    const openOnSource = async () => {
+      let n = 0;
+      for (const fd of await readdir('/proc/self/fd')) if ((await readlink(`/proc/self/fd/${fd}`).catch(() => '')) === srcFile.uri) n++;
+      return n;
+    };
+    assert.equal(await openOnSource(), 0, 'every refused copy closed its source');
+    gc();
+    await new Promise((r) => setTimeout(r, 100));
+    process.off('warning', onWarning);
+    assert.deepEqual(warnings.filter((w) => /file descriptor/i.test(w)), []);
+    await s3.send(new AbortMultipartUploadCommand({ Bucket: bucket, Key: 'leak/copy.bin', UploadId }));
+  });
+
   it('raw calls: out-of-order and re-sent parts; wrong ETag, wrong order, too-small part, bad part number; then complete', async () => {
     const key = 'raw/one.bin';
     const { UploadId } = await s3.send(new CreateMultipartUploadCommand({ Bucket: bucket, Key: key }));

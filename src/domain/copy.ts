@@ -76,5 +76,9 @@ export async function copyObject(ctx: DomainContext, input: CopyInput): Promise<
       throw new AppError('FILE_CORRUPTED', {}, { cause: e });
     }
     throw e;
+  }).finally(() => {
+    // Refused before its bytes were read (a full quota, a locked bucket, a precondition), the copy
+    // leaves the source open: its file handle would wait for the garbage collector (DEP0137).
+    source.destroy();
   });
 }

@@ -6,7 +6,9 @@
  * that completing copies nothing. The part size P is fixed by part 1 (every S3 client sends parts of
  * one size, the last one smaller); a part other than part 1 arriving while P is unknown waits up to
  * FILES_REST_S3_MULTIPART_LAYOUT_WAIT ms for part 1, then fixes P with its own size. Part n goes at
- * (n-1)·P; a part larger than P is refused (it would overwrite its neighbour). At completion, a
+ * (n-1)·P. Where the storage can assemble parts (fs), a part larger than P is kept there too, as
+ * long as it reaches into no other part's place (s3fs's last part is up to 2·P); elsewhere it is
+ * refused. At completion, a
  * list of parts 1..N, every one but the last exactly P bytes, is the file as it lies: it is cut to
  * its size and the REST door's merge ('complete-multipart') makes it the head version, with no copy.
  * Any other list S3 accepts (gaps, a first part other than 1, a smaller part in the middle) is
@@ -181,6 +183,37 @@ async function reserve(ctx: DomainContext | { db: Executor }, u: MultipartUpload
 }
 
 /**
+ * Part `index` (0-based) of `size` bytes lies at index × `partSize`: S3_PART_OVERLAP when it would
+ * reach into a recorded later part's place, or a recorded earlier part (larger than the part size)
+ * reaches into its own. A later part sent at the same time is not seen here: the assembly checks
+ * every part's bytes against its MD5, so such a race fails the completion, never the object.
+ */
+async function assertNoOverlap(db: Executor, uploadId: string, index: number, size: number, partSize: number): Promise<void> {
+  const overlap = (other: number) => new AppError('S3_PART_OVERLAP', { partNumber: index + 1, size, other: other + 1, partSize });
+  if (size > partSize) {
+    const later = await db
+      .selectFrom('parts')
+      .select('part_number')
+      .where('upload_id', '=', uploadId)
+      .where('part_number', '>', index)
+      .where('part_number', '<', index + Math.ceil(size / partSize))
+      .orderBy('part_number')
+      .limit(1)
+      .executeTakeFirst();
+    if (later) throw overlap(Number(later.part_number));
+  }
+  const earlier = await db
+    .selectFrom('parts')
+    .select('part_number')
+    .where('upload_id', '=', uploadId)
+    .where('part_number', '<', index)
+    .where(sql<number>`CAST(part_number AS BIGINT) * CAST(${partSize} AS BIGINT) + COALESCE(size, 0)`, '>', sql<number>`CAST(${index * partSize} AS BIGINT)`)
+    .limit(1)
+    .executeTakeFirst();
+  if (earlier) throw overlap(Number(earlier.part_number));
+}
+
+/**
  * Stores part `partNumber` (1-based) of `size` bytes at its offset, replacing an earlier one of that
  * number. A failed transfer drops only this part (the client re-sends it, as S3 clients do).
  */
@@ -212,8 +245,13 @@ export async function uploadS3Part(
   if (!Number.isSafeInteger(n) || n < 1 || n > S3_MAX_PART_NUMBER) throw new AppError('INVALID_PART_NUMBER', { last: S3_MAX_PART_NUMBER });
   const file = await ctx.db.selectFrom('files').select(['uri']).where('id', '=', u.fileId).executeTakeFirstOrThrow();
   const backend = ctx.storage.forUri(file.uri!);
-  const partSize = await fixPartSize(ctx, u, n, input.size, canAssemble(backend), input.signal);
-  if (input.size > partSize) throw new AppError('S3_PART_LAYOUT', { partNumber: n, size: input.size, partSize });
+  const assemble = canAssemble(backend);
+  const partSize = await fixPartSize(ctx, u, n, input.size, assemble, input.signal);
+  // Where parts can be assembled, a part larger than the part size is kept at its place all the same
+  // (s3fs makes its last part up to twice the others; the completion assembles such a list); it must
+  // not reach into a later part's place, nor an earlier part into its own.
+  if (!assemble && input.size > partSize) throw new AppError('S3_PART_LAYOUT', { partNumber: n, size: input.size, partSize });
+  if (assemble) await assertNoOverlap(ctx.db, u.id, n - 1, input.size, partSize);
   await reserve(ctx, u, input.size, true);
   let claim: Awaited<ReturnType<typeof claimPart>>;
   try {

@@ -44,6 +44,7 @@ const TABLE: Partial<Record<ErrorCode, [S3ErrorCode, string?]>> = {
   INVALID_PART_ORDER: ['InvalidPartOrder'],
   PART_TOO_SMALL: ['EntityTooSmall'],
   S3_PART_LAYOUT: ['InvalidArgument'],
+  S3_PART_OVERLAP: ['InvalidArgument'],
   S3_PART_BEFORE_LAYOUT: ['ServiceUnavailable'],
   INVALID_PART_NUMBER: ['InvalidArgument', 'Part number must be an integer between 1 and 10000, inclusive.'],
   FILE_CORRUPTED: ['InternalError', 'The stored file failed its last integrity check and is not served.'],

@@ -178,15 +178,22 @@ async function uploadPartCopy(r: S3Request, u: MultipartUpload, partNumber: numb
     throw new S3Error('ServiceUnavailable', 'File storage is offline.');
   }
   source.on('error', () => {});
-  // The declared checksum of the copied bytes, as S3 gives it for a copied part.
-  const declared = declarationOf(u);
-  const hasher = declared ? await createChecksumHasher(declared.algorithm) : null;
-  const part = await uploadS3Part(r.ctx, u, {
-    partNumber,
-    size,
-    source,
-    ...(hasher ? { observers: [hasher], clientChecksum: () => `${hasher.algorithm}:${hasher.digest()}` } : {}),
-  });
+  let part: Awaited<ReturnType<typeof uploadS3Part>>;
+  try {
+    // The declared checksum of the copied bytes, as S3 gives it for a copied part.
+    const declared = declarationOf(u);
+    const hasher = declared ? await createChecksumHasher(declared.algorithm) : null;
+    part = await uploadS3Part(r.ctx, u, {
+      partNumber,
+      size,
+      source,
+      ...(hasher ? { observers: [hasher], clientChecksum: () => `${hasher.algorithm}:${hasher.digest()}` } : {}),
+    });
+  } finally {
+    // A part refused before its bytes were read (a layout refusal, a full quota) leaves the source
+    // open: its file handle would wait for the garbage collector (Node's DEP0137 warning).
+    source.destroy();
+  }
   sendXml(r, doc('CopyPartResult', el('LastModified', isoDate(part.updated)) + el('ETag', md5Etag(part.checksum)) + partChecksumXml(part.clientChecksum)), 200, {
     'x-amz-copy-source-version-id': version.versionId,
   });
