@@ -20,13 +20,14 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { PassThrough, Readable } from 'node:stream';
+import { PassThrough } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import AWS from 'aws-sdk';
 import { createBucket } from '../src/domain/buckets.js';
 import { createAccessKey } from '../src/s3/access-keys.js';
 import { requireServerKeys } from '../src/auth/server-key.js';
 import { startTestServer, type TestServer } from './support/server.js';
+import { multipartEtag, rejectionWithin, streamOfUnknownLength } from './support/s3-door.js';
 
 // The SDK warns of its end of support on the tick after it is loaded; not in the test output.
 createRequire(import.meta.url)('aws-sdk/lib/maintenance_mode_message').suppress = true;
@@ -54,32 +55,11 @@ function md5base64(b: Buffer | string): string {
   return createHash('md5').update(b).digest('base64');
 }
 
-/** S3's ETag of a multipart object made of these parts: `"<md5 of the parts' binary MD5s>-N"`. */
-function multipartEtag(parts: Buffer[]): string {
-  const digests = Buffer.concat(parts.map((p) => createHash('md5').update(p).digest()));
-  return `"${md5(digests)}-${parts.length}"`;
-}
-
 /** `buf` cut in `size` pieces, the last one shorter. */
 function pieces(buf: Buffer, size: number): Buffer[] {
   const out: Buffer[] = [];
   for (let at = 0; at < buf.length; at += size) out.push(buf.subarray(at, at + size));
   return out;
-}
-
-/** A byte stream of `buf` in 1 MiB pieces, whose length the SDK cannot know. */
-function streamOf(buf: Buffer): Readable {
-  let at = 0;
-  return new Readable({
-    read() {
-      if (at >= buf.length) {
-        this.push(null);
-        return;
-      }
-      this.push(buf.subarray(at, at + MiB));
-      at += MiB;
-    },
-  });
 }
 
 /** A key in a listing answered with `encoding-type=url` (S3 may write a space as `+`). */
@@ -89,21 +69,11 @@ function urlDecoded(s: string | undefined): string | undefined {
 
 /** The SDK's error of a call that must fail, within `ms` (a hang fails the test). */
 async function awsError(p: Promise<unknown>, ms = 15_000): Promise<AWS.AWSError> {
-  let timer: NodeJS.Timeout | undefined;
-  const hang = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
-  });
-  try {
-    await Promise.race([p, hang]);
-  } catch (e) {
-    // The SDK's errors carry a code or an HTTP status (a HEAD's 412 has no body to name a code).
-    const sdk = e as Partial<AWS.AWSError>;
-    if (e instanceof Error && !(e instanceof assert.AssertionError) && (typeof sdk.code === 'string' || typeof sdk.statusCode === 'number') && !/^no answer within/.test(e.message)) return e as AWS.AWSError;
-    throw e;
-  } finally {
-    clearTimeout(timer);
-  }
-  assert.fail('expected the call to fail');
+  const e = await rejectionWithin(p, ms);
+  // The SDK's errors carry a code or an HTTP status (a HEAD's 412 has no body to name a code).
+  const sdk = e as Partial<AWS.AWSError>;
+  if (e instanceof Error && !(e instanceof assert.AssertionError) && (typeof sdk.code === 'string' || typeof sdk.statusCode === 'number')) return e as AWS.AWSError;
+  throw e;
 }
 
 /** The error code of a call that must fail. */
@@ -257,7 +227,7 @@ describe('S3 door with the AWS SDK for JavaScript v2', () => {
 
     // Over http the SDK signs a SHA-256 of the body: a stream that is not a file it refuses itself
     // (AWS would see the same nothing; over https it sends UNSIGNED-PAYLOAD instead).
-    const plain = await awsError(s3.putObject({ Bucket: B, Key: 'plain-stream.bin', Body: streamOf(Buffer.from('abc')), ContentLength: 3 }).promise());
+    const plain = await awsError(s3.putObject({ Bucket: B, Key: 'plain-stream.bin', Body: streamOfUnknownLength(Buffer.from('abc')), ContentLength: 3 }).promise());
     assert.match(plain.message, /Non-file stream objects are not supported with SigV4/);
 
     // Content-MD5: right, then wrong (the MD5 of other bytes): BadDigest and nothing stored.
@@ -281,7 +251,7 @@ describe('S3 door with the AWS SDK for JavaScript v2', () => {
     const big = randomBytes(30 * MiB);
     const parts = pieces(big, 5 * MiB);
     assert.equal(parts.length, 6);
-    for (const [Key, Body] of [['buffer.bin', big], ['stream.bin', streamOf(big)]] as const) {
+    for (const [Key, Body] of [['buffer.bin', big], ['stream.bin', streamOfUnknownLength(big)]] as const) {
       let progress = 0;
       const up = s3.upload({ Bucket: B, Key, Body, ContentType: 'application/x-managed', Metadata: { via: 'upload' } }, { partSize: 5 * MiB, queueSize: 4 });
       up.on('httpUploadProgress', (p) => (progress = Math.max(progress, p.loaded)));
@@ -303,7 +273,7 @@ describe('S3 door with the AWS SDK for JavaScript v2', () => {
       assert.equal(md5(part3.Body as Buffer), md5(parts[2]!));
     }
     // A small stream goes in one PutObject.
-    const small = await s3.upload({ Bucket: B, Key: 'small.txt', Body: streamOf(Buffer.from('small')) }, { partSize: 5 * MiB }).promise();
+    const small = await s3.upload({ Bucket: B, Key: 'small.txt', Body: streamOfUnknownLength(Buffer.from('small')) }, { partSize: 5 * MiB }).promise();
     assert.equal(small.ETag, `"${md5('small')}"`);
     const listed = await s3.listObjectsV2({ Bucket: B }).promise();
     assert.deepEqual(listed.Contents?.map((c) => [c.Key, c.Size, c.ETag]), [
@@ -342,7 +312,7 @@ describe('S3 door with the AWS SDK for JavaScript v2', () => {
     feed.destroy();
 
     // While parts are on the wire: abort at the first progress event (the upload id is known by then).
-    const up2 = s3.upload({ Bucket: B, Key: 'inflight.bin', Body: streamOf(randomBytes(30 * MiB)) }, { partSize: 5 * MiB, queueSize: 4 });
+    const up2 = s3.upload({ Bucket: B, Key: 'inflight.bin', Body: streamOfUnknownLength(randomBytes(30 * MiB)) }, { partSize: 5 * MiB, queueSize: 4 });
     const done2 = up2.promise();
     done2.catch(() => {});
     let abortedOnce = false;

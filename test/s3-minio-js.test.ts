@@ -27,6 +27,7 @@ import { createBucket } from '../src/domain/buckets.js';
 import { createAccessKey } from '../src/s3/access-keys.js';
 import { requireServerKeys } from '../src/auth/server-key.js';
 import { startTestServer, type TestServer } from './support/server.js';
+import { rejectionWithin, streamOfUnknownLength } from './support/s3-door.js';
 
 const SERVER_KEY = randomBytes(32).toString('base64');
 const MiB = 1024 * 1024;
@@ -52,36 +53,11 @@ function collect<T>(s: Minio.BucketStream<T>): Promise<T[]> {
   });
 }
 
-/** A byte stream of `buf` in 1 MiB pieces, whose length minio-js cannot know. */
-function streamOf(buf: Buffer): Readable {
-  let at = 0;
-  return new Readable({
-    read() {
-      if (at >= buf.length) {
-        this.push(null);
-        return;
-      }
-      this.push(buf.subarray(at, at + MiB));
-      at += MiB;
-    },
-  });
-}
-
 /** The S3 error code a call fails with, within `ms` (a hang fails the test); fails if the call succeeds. */
 async function s3Error(p: Promise<unknown>, ms = 15_000): Promise<string> {
-  let timer: NodeJS.Timeout | undefined;
-  const hang = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
-  });
-  try {
-    await Promise.race([p, hang]);
-  } catch (e) {
-    if (e instanceof Minio.S3Error) return String(e.code);
-    throw e;
-  } finally {
-    clearTimeout(timer);
-  }
-  assert.fail('expected an S3 error');
+  const e = await rejectionWithin(p, ms);
+  if (e instanceof Minio.S3Error) return String(e.code);
+  throw e;
 }
 
 interface VersionItem {
@@ -224,7 +200,7 @@ describe('S3 door with the MinIO JavaScript client', () => {
 
     // A stream of a known size is read into one PutObject.
     const small = Buffer.from('a small stream of a known size');
-    const sp = await s3.putObject(B, 'small.txt', streamOf(small), small.length, { 'Content-Type': 'text/x-small', 'X-Amz-Meta-Foo': 'small' });
+    const sp = await s3.putObject(B, 'small.txt', streamOfUnknownLength(small), small.length, { 'Content-Type': 'text/x-small', 'X-Amz-Meta-Foo': 'small' });
     assert.equal(sp.etag, md5(small));
     const sst = await s3.statObject(B, 'small.txt');
     assert.equal(sst.size, small.length);
@@ -259,7 +235,7 @@ describe('S3 door with the MinIO JavaScript client', () => {
     await s3.makeBucket(B);
     const small = Buffer.from('a small stream of unknown length');
     try {
-      const put = await s3.putObject(B, 'stream/small.txt', streamOf(small), undefined, { 'Content-Type': 'text/x-stream', 'X-Amz-Meta-Foo': 'stream' });
+      const put = await s3.putObject(B, 'stream/small.txt', streamOfUnknownLength(small), undefined, { 'Content-Type': 'text/x-stream', 'X-Amz-Meta-Foo': 'stream' });
       assert.ok(put.versionId);
       const st = await s3.statObject(B, 'stream/small.txt');
       assert.equal(st.size, small.length);
@@ -275,7 +251,7 @@ describe('S3 door with the MinIO JavaScript client', () => {
     const B = 'minio-js-stream-big';
     await s3.makeBucket(B);
     try {
-      const put = await s3.putObject(B, 'stream/big.bin', streamOf(big), undefined, { 'Content-Type': 'application/x-big', 'X-Amz-Meta-Foo': 'big' });
+      const put = await s3.putObject(B, 'stream/big.bin', streamOfUnknownLength(big), undefined, { 'Content-Type': 'application/x-big', 'X-Amz-Meta-Foo': 'big' });
       assert.ok(put.versionId);
       assert.match(put.etag, /^[0-9a-f]{32}-\d+$/, 'a multipart ETag');
       const st = await s3.statObject(B, 'stream/big.bin');

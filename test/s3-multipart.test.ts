@@ -39,6 +39,7 @@ import { startTestServer, testStorage, type TestServer } from './support/server.
 import { spawnFilesRest, type ServerProcess } from './support/process.js';
 import { createBucket as createRestBucket, downloadMd5, req, waitFor } from './support/http.js';
 import { filesUnder, patternStream, processEnv } from './support/fixtures.js';
+import { multipartEtag } from './support/s3-door.js';
 
 const AWS_CLI = '/usr/bin/aws';
 const PYTHON = '/usr/bin/python3';
@@ -53,12 +54,6 @@ const K = testStorage() === 's3' ? 3500 : 1;
 const MIN = 1000;
 
 const md5 = (b: Buffer) => createHash('md5').update(b).digest('hex');
-/** S3's ETag of an object uploaded in these parts. */
-function multipartEtag(parts: Buffer[]): string {
-  const h = createHash('md5');
-  for (const p of parts) h.update(createHash('md5').update(p).digest());
-  return `"${h.digest('hex')}-${parts.length}"`;
-}
 
 async function s3Code(p: Promise<unknown>): Promise<string> {
   try {

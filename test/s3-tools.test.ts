@@ -35,7 +35,7 @@ import { createBucket } from '../src/domain/buckets.js';
 import { createAccessKey } from '../src/s3/access-keys.js';
 import { requireServerKeys } from '../src/auth/server-key.js';
 import { startTestServer, testStorage, type TestServer } from './support/server.js';
-import { s3Code } from './support/s3-door.js';
+import { multipartEtag, s3Code } from './support/s3-door.js';
 import { findOrInstall } from './support/system.js';
 
 const SERVER_KEY = randomBytes(32).toString('base64');
@@ -66,12 +66,6 @@ function ok(r: Run, what: string): Run {
   return r;
 }
 
-/** S3's ETag of an object uploaded in these parts. */
-function multipartEtag(parts: Buffer[]): string {
-  const h = createHash('md5');
-  for (const p of parts) h.update(createHash('md5').update(p).digest());
-  return `"${h.digest('hex')}-${parts.length}"`;
-}
 
 
 /** Every file under `dir`, as relative path → content. */

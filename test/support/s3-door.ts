@@ -1,5 +1,7 @@
 // Helpers for tests that drive the S3 door with the AWS SDK.
 import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import { Readable } from 'node:stream';
 import { S3ServiceException } from '@aws-sdk/client-s3';
 
 /** The S3 error a call fails with (its code and HTTP status); fails the test if the call succeeds. */
@@ -11,4 +13,48 @@ export async function s3Code(p: Promise<unknown>): Promise<{ name: string; statu
     throw e;
   }
   assert.fail('expected an S3 error');
+}
+
+/** S3's ETag of an object uploaded in these parts: `"<md5 of the parts' binary MD5s>-N"`. */
+export function multipartEtag(parts: Buffer[]): string {
+  const h = createHash('md5');
+  for (const p of parts) h.update(createHash('md5').update(p).digest());
+  return `"${h.digest('hex')}-${parts.length}"`;
+}
+
+/** A byte stream of `buf` in 1 MiB pieces, whose length a client cannot know in advance. */
+export function streamOfUnknownLength(buf: Buffer): Readable {
+  const MiB = 1024 * 1024;
+  let at = 0;
+  return new Readable({
+    read() {
+      if (at >= buf.length) {
+        this.push(null);
+        return;
+      }
+      this.push(buf.subarray(at, at + MiB));
+      at += MiB;
+    },
+  });
+}
+
+/**
+ * What a call that must fail rejects with, within `ms`: a hang rejects with `no answer within`, a
+ * success fails the test.
+ */
+export async function rejectionWithin(p: Promise<unknown>, ms: number): Promise<unknown> {
+  const hung = new Error(`no answer within ${ms} ms`);
+  let timer: NodeJS.Timeout | undefined;
+  const hang = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(hung), ms);
+  });
+  try {
+    await Promise.race([p, hang]);
+  } catch (e) {
+    if (e === hung) throw e;
+    return e;
+  } finally {
+    clearTimeout(timer);
+  }
+  assert.fail('expected the call to fail');
 }
