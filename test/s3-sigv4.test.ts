@@ -22,7 +22,7 @@ import { Sha256 } from '@smithy/core/checksum';
 import { HttpRequest, HttpResponse, buildQueryString } from '@smithy/core/protocols';
 import { Crc32, Crc32c, Crc64Nvme } from '@aws-sdk/checksums/crc';
 import { S3Error, isS3Error, renderS3ErrorXml, xmlEscape } from '../src/s3/errors.js';
-import { canonicalUri, formatLongDate, headersFromRaw, parseLongDate, parseSigV4, verifySigV4, type SigV4Input, type VerifiedSigV4 } from '../src/s3/sigv4.js';
+import { canonicalUri, formatLongDate, headersFromRaw, parseLongDate, parseSigV4, verifySigV4, type ParsedSigV4, type SigV4Input, type VerifiedSigV4 } from '../src/s3/sigv4.js';
 import { signingKey, signingKeyCacheSize } from '../src/s3/signing-key.js';
 import { HmacSha256Key } from '../src/util/hmac.js';
 import { AwsChunkedDecoder, createAwsChunkedDecoder, type AwsChunkedOptions } from '../src/s3/chunked.js';
@@ -470,7 +470,18 @@ describe('SigV4: malformed and unsupported credentials', () => {
     const input = await base();
     const h = input.headers as Record<string, string>;
     const { ['x-amz-content-sha256']: _sha, ...noSha } = h;
-    assert.equal((parseSigV4({ ...input, headers: noSha }) as S3Error).code, 'InvalidRequest');
+    // Without a body, the missing header means the hash of no bytes (curl --aws-sigv4 before 8.x).
+    const bodyless = parseSigV4({ ...input, headers: noSha });
+    assert.ok(!isS3Error(bodyless) && bodyless !== null);
+    assert.equal(bodyless.payload, 'sha256');
+    assert.equal(bodyless.payloadHash, createHash('sha256').update('').digest('hex'));
+    assert.equal((parseSigV4({ ...input, headers: { ...noSha, 'content-length': '0' } }) as ParsedSigV4).payloadHash, bodyless.payloadHash);
+    // With one, it cannot be guessed: refused as S3 refuses it.
+    for (const body of [{ 'content-length': '5' }, { 'transfer-encoding': 'chunked' }]) {
+      const e = parseSigV4({ ...input, headers: { ...noSha, ...body } }) as S3Error;
+      assert.equal(e.code, 'InvalidRequest');
+      assert.match(e.message, /x-amz-content-sha256/);
+    }
     assert.equal((parseSigV4({ ...input, headers: { ...h, 'x-amz-content-sha256': 'abc' } }) as S3Error).code, 'InvalidArgument');
     assert.equal(
       (parseSigV4({ ...input, headers: { ...h, 'x-amz-content-sha256': 'STREAMING-AWS4-ECDSA-P256-SHA256-PAYLOAD' } }) as S3Error).code,
@@ -561,6 +572,31 @@ describe('SigV4: presigned URLs', () => {
     }
     const extra = parseSigV4({ ...input, headers: { ...input.headers, 'x-amz-acl': 'public-read' } }) as S3Error;
     assert.equal(extra.code, 'AccessDenied');
+  });
+});
+
+describe('SigV4: as curl --aws-sigv4 signs before 8.x', () => {
+  // curl 7.88 (Debian 12): no x-amz-content-sha256 header, the hash of no bytes in the canonical
+  // request, and the query string exactly as given on the command line (not sorted, `versions` bare).
+  function curlSigned(query: string, secret = SECRET): SigV4Input {
+    const longDate = formatLongDate(DATE);
+    const scope = `${longDate.slice(0, 8)}/us-east-1/s3/aws4_request`;
+    const canonical = `GET\n/bucket\n${query}\nhost:h:1\nx-amz-date:${longDate}\n\nhost;x-amz-date\n${createHash('sha256').update('').digest('hex')}`;
+    const sts = `AWS4-HMAC-SHA256\n${longDate}\n${scope}\n${createHash('sha256').update(canonical).digest('hex')}`;
+    const signature = createHmac('sha256', signingKey(secret, longDate.slice(0, 8), 'us-east-1').bytes).update(sts).digest('hex');
+    return {
+      method: 'GET',
+      rawPath: '/bucket',
+      rawQuery: query,
+      headers: { host: 'h:1', 'x-amz-date': longDate, authorization: `AWS4-HMAC-SHA256 Credential=${AKID}/${scope}, SignedHeaders=host;x-amz-date, Signature=${signature}` },
+    };
+  }
+
+  it('a query signed as sent (unsorted, a bare name) verifies; the same signature over another query does not', () => {
+    for (const q of ['list-type=2&delimiter=%2F', 'versions&prefix=small', 'prefix=a&list-type=2']) assertAccepted(curlSigned(q), DATE);
+    const signed = curlSigned('list-type=2&prefix=a');
+    assertRefused({ ...signed, rawQuery: 'list-type=2&prefix=b' }, 'SignatureDoesNotMatch', SECRET, DATE);
+    assertRefused(curlSigned('list-type=2&delimiter=%2F', 'not-the-secret'), 'SignatureDoesNotMatch', SECRET, DATE);
   });
 });
 

@@ -22,7 +22,7 @@ import { createHash, timingSafeEqual, type Hash } from 'node:crypto';
 import { Transform, type TransformCallback } from 'node:stream';
 import { S3Error } from './errors.js';
 import type { HmacSha256Key } from '../util/hmac.js';
-import { headerText, requestHeaders, type PayloadMode, type SigV4Input, type VerifiedSigV4 } from './sigv4.js';
+import { EMPTY_SHA256, headerText, requestHeaders, type PayloadMode, type SigV4Input, type VerifiedSigV4 } from './sigv4.js';
 
 /** The framings this decoder reads. */
 export type AwsChunkedMode =
@@ -55,7 +55,6 @@ export interface AwsChunkedOptions {
 }
 
 const CRLF = Buffer.from('\r\n');
-const EMPTY_SHA256 = 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855';
 /** The longest chunk-size or trailer line accepted (a signed size line is about 85 bytes). */
 const MAX_LINE = 4096;
 const MAX_TRAILER_BYTES = 16 * 1024;

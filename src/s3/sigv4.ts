@@ -250,6 +250,15 @@ export function requestHeaders(headers: SigV4Input['headers']): Headers {
   return out;
 }
 
+/** The SHA-256 of no bytes, hex: the payload hash of a request without a body. */
+export const EMPTY_SHA256 = 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855';
+
+/** The request announces no body: no Transfer-Encoding, and no Content-Length or a length of 0. */
+function carriesNoBody(headers: Headers): boolean {
+  const length = headerText(headers, 'content-length');
+  return !headers.has('transfer-encoding') && (length === undefined || length.trim() === '0');
+}
+
 /** One header as text, repeated values joined with `,` (as SigV4 joins them); undefined when absent. */
 export function headerText(headers: Headers, name: string): string | undefined {
   const v = headers.get(name);
@@ -341,7 +350,14 @@ function buildCanonicalRequests(
   if (input.rawQuery === '' && input.rawPath !== '' && PLAIN_PATH.test(input.rawPath)) return withSentBytes([`${input.method}\n${input.rawPath}\n\n${tail}`]);
   const normal = `${input.method}\n${canonicalUri(input.rawPath)}\n${canonicalQuery(input.rawQuery, presigned)}\n${tail}`;
   const raw = `${input.method}\n${input.rawPath === '' ? '/' : input.rawPath}\n${rawCanonicalQuery(input.rawQuery, presigned)}\n${tail}`;
-  return withSentBytes(raw === normal ? [normal] : [normal, raw]);
+  const candidates = raw === normal ? [normal] : [normal, raw];
+  // curl's --aws-sigv4 before 8.1 signs the query string exactly as sent: not sorted, a bare
+  // `versions` without its `=`. The signature still covers every byte of it.
+  if (!presigned && input.rawQuery !== '') {
+    const asSent = `${input.method}\n${input.rawPath === '' ? '/' : input.rawPath}\n${input.rawQuery}\n${tail}`;
+    if (!candidates.includes(asSent)) candidates.push(asSent);
+  }
+  return withSentBytes(candidates);
 }
 
 /** Any byte 0x80–0xFF: Node.js gives each header byte as one character (latin1). */
@@ -473,7 +489,10 @@ function parseHeaderAuth(input: SigV4Input, headers: Headers, authorization: str
     return headerMalformed('Invalid credential date. Date is not the same as X-Amz-Date.');
   }
 
-  const sha = headerText(headers, 'x-amz-content-sha256');
+  // S3 requires the header. A request without a body is taken without it, signed over the hash of no
+  // bytes (as MinIO does): curl's --aws-sigv4 before 8.x sends none, and so GETs, HEADs, listings and
+  // deletes work from Debian 12's curl. A body's hash cannot be guessed: still refused.
+  const sha = headerText(headers, 'x-amz-content-sha256') ?? (carriesNoBody(headers) ? EMPTY_SHA256 : undefined);
   if (sha === undefined) return new S3Error('InvalidRequest', 'Missing required header for this request: x-amz-content-sha256');
   const payload = parsePayload(sha.trim());
   if (payload instanceof S3Error) return payload;
