@@ -30,6 +30,9 @@ import {
   ListBucketsCommand,
   ListObjectsCommand,
   ListObjectsV2Command,
+  ListMultipartUploadsCommand,
+  CreateMultipartUploadCommand,
+  CopyObjectCommand,
   ListObjectVersionsCommand,
   PutObjectCommand,
   S3Client,
@@ -523,6 +526,32 @@ describe('S3 door', () => {
     await s3.send(new PutObjectCommand({ Bucket: 'noimpl-headers', Key: 'private', Body: 'ok', ACL: 'private' }));
     assert.equal((await send('PUT', '/noimpl-headers/owner', { 'x-amz-acl': 'bucket-owner-full-control' }, 'ok')).status, 200);
     assert.equal((await send('PUT', '/noimpl-unlocked', { 'x-amz-bucket-object-lock-enabled': 'false' })).status, 200);
+  });
+
+  it('x-amz-storage-class: STANDARD accepted; another S3 class NotImplemented, an unknown one InvalidStorageClass; nothing stored', async () => {
+    await s3.send(new CreateBucketCommand({ Bucket: 'storage-classes' }));
+    await s3.send(new PutObjectCommand({ Bucket: 'storage-classes', Key: 'std', Body: 'ok', StorageClass: 'STANDARD' }));
+    assert.equal((await s3.send(new HeadObjectCommand({ Bucket: 'storage-classes', Key: 'std' }))).StorageClass, undefined);
+    const tries: Array<[string, string, number]> = [
+      ['STANDARD_IA', 'NotImplemented', 501],
+      ['GLACIER', 'NotImplemented', 501],
+      ['DEEP_ARCHIVE', 'NotImplemented', 501],
+      ['BOGUS', 'InvalidStorageClass', 400],
+      ['standard', 'InvalidStorageClass', 400],
+    ];
+    for (const [cls, code, status] of tries) {
+      const key = `c-${cls}`;
+      const results = [
+        await s3Code(s3.send(new PutObjectCommand({ Bucket: 'storage-classes', Key: key, Body: 'x', StorageClass: cls as never }))),
+        await s3Code(s3.send(new CreateMultipartUploadCommand({ Bucket: 'storage-classes', Key: key, StorageClass: cls as never }))),
+        await s3Code(s3.send(new CopyObjectCommand({ Bucket: 'storage-classes', Key: key, CopySource: 'storage-classes/std', StorageClass: cls as never }))),
+      ];
+      for (const r of results) assert.deepEqual(r, { name: code, status }, cls);
+      assert.equal((await s3Code(s3.send(new HeadObjectCommand({ Bucket: 'storage-classes', Key: key })))).status, 404);
+    }
+    assert.equal((await s3.send(new ListMultipartUploadsCommand({ Bucket: 'storage-classes' }))).Uploads, undefined);
+    const listed = await s3.send(new ListObjectsV2Command({ Bucket: 'storage-classes' }));
+    assert.deepEqual(listed.Contents?.map((c) => [c.Key, c.StorageClass]), [['std', 'STANDARD']]);
   });
 
   it('cross-door: an S3 PUT is the REST object (same bytes, same version id) and the other way round; same bucket size', async () => {

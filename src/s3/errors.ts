@@ -26,6 +26,7 @@ export const S3_ERRORS = {
   ExpiredToken: { status: 400, message: 'The provided token has expired.' },
   // The request and its body
   InvalidArgument: { status: 400, message: 'Invalid Argument' },
+  InvalidStorageClass: { status: 400, message: 'The storage class you specified is not valid' },
   BadRequest: { status: 400, message: 'Bad Request' },
   InvalidRequest: { status: 400, message: 'Invalid Request' },
   XAmzContentSHA256Mismatch: {

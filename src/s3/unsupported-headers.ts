@@ -64,6 +64,24 @@ const REFUSED: ReadonlyMap<string, string> = new Map([
   ['x-amz-website-redirect-location', 'Website redirects'],
 ]);
 
+/** S3's storage classes. Every object here is stored one way, reported as STANDARD. */
+const STORAGE_CLASSES: ReadonlySet<string> = new Set([
+  'STANDARD', 'REDUCED_REDUNDANCY', 'STANDARD_IA', 'ONEZONE_IA', 'INTELLIGENT_TIERING', 'GLACIER', 'DEEP_ARCHIVE', 'OUTPOSTS', 'GLACIER_IR', 'SNOW', 'EXPRESS_ONEZONE', 'FSX_OPENZFS',
+]);
+
+/**
+ * The refusal of an `x-amz-storage-class` value, or null for STANDARD: a name S3 does not know is
+ * InvalidStorageClass (400), as S3 answers; another class is NotImplemented. A client that asked for
+ * infrequent access or an archive class and got 200 would expect its price and its rules (an
+ * archived object must be restored before it is read) while the object is neither.
+ */
+function storageClassError(value: string): S3Error | null {
+  const v = value.trim();
+  if (v === 'STANDARD') return null;
+  if (!STORAGE_CLASSES.has(v)) return new S3Error('InvalidStorageClass', 'The storage class you specified is not valid', { StorageClassRequested: value });
+  return new S3Error('NotImplemented', `The storage class ${v} (x-amz-storage-class) is not supported by files-rest: every object is stored as STANDARD.`);
+}
+
 /**
  * The NotImplemented answer for a request carrying such a header, or null. `publicObject`: the
  * request writes an object of a publicly readable bucket (see cannedAclError).
@@ -77,6 +95,9 @@ export function unsupportedHeaderError(headers: RequestHeaders, publicObject = f
   const acl = (headers.get('x-amz-acl') ?? []).map((v) => cannedAclError(v, publicObject)).filter((e) => e !== null);
   const refusal = acl.find((e) => e.code === 'InvalidArgument') ?? acl[0];
   if (refusal) return refusal;
+  const classes = (headers.get('x-amz-storage-class') ?? []).map(storageClassError).filter((e) => e !== null);
+  const classRefusal = classes.find((e) => e.code === 'InvalidStorageClass') ?? classes[0];
+  if (classRefusal) return classRefusal;
   const lock = headers.get('x-amz-bucket-object-lock-enabled');
   if (lock && lock.some((v) => v.trim().toLowerCase() !== 'false')) {
     return new S3Error('NotImplemented', 'Object Lock (x-amz-bucket-object-lock-enabled) is not supported by files-rest.');
