@@ -511,6 +511,7 @@ describe('S3 door', () => {
       { 'x-amz-object-lock-legal-hold': 'ON' },
       { 'x-amz-acl': 'public-read' },
       { 'x-amz-grant-read': 'uri="http://acs.amazonaws.com/groups/global/AllUsers"' },
+      { 'x-amz-write-offset-bytes': '0' },
     ];
     for (const [i, h] of refused.entries()) {
       const r = await send('PUT', `/noimpl-headers/refused-${i}`, h, 'secret bytes');

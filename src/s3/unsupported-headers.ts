@@ -62,6 +62,8 @@ const REFUSED: ReadonlyMap<string, string> = new Map([
   ['x-amz-grant-write-acp', 'Access control grants (ACLs)'],
   ['x-amz-grant-full-control', 'Access control grants (ACLs)'],
   ['x-amz-website-redirect-location', 'Website redirects'],
+  // S3 Express One Zone's append: ignored, a PutObject would replace the object it meant to extend.
+  ['x-amz-write-offset-bytes', 'Appending to an object'],
 ]);
 
 /** S3's storage classes. Every object here is stored one way, reported as STANDARD. */
