@@ -31,6 +31,7 @@ import {
   ListObjectsCommand,
   ListObjectsV2Command,
   ListMultipartUploadsCommand,
+  AbortMultipartUploadCommand,
   CreateMultipartUploadCommand,
   CopyObjectCommand,
   ListObjectVersionsCommand,
@@ -529,16 +530,20 @@ describe('S3 door', () => {
     assert.equal((await send('PUT', '/noimpl-unlocked', { 'x-amz-bucket-object-lock-enabled': 'false' })).status, 200);
   });
 
-  it('x-amz-storage-class: STANDARD accepted; another S3 class NotImplemented, an unknown one InvalidStorageClass; nothing stored', async () => {
+  it('x-amz-storage-class: classes of immediate access stored as STANDARD; archive classes NotImplemented, an unknown one InvalidStorageClass, nothing stored', async () => {
     await s3.send(new CreateBucketCommand({ Bucket: 'storage-classes' }));
     await s3.send(new PutObjectCommand({ Bucket: 'storage-classes', Key: 'std', Body: 'ok', StorageClass: 'STANDARD' }));
-    assert.equal((await s3.send(new HeadObjectCommand({ Bucket: 'storage-classes', Key: 'std' }))).StorageClass, undefined);
+    await s3.send(new PutObjectCommand({ Bucket: 'storage-classes', Key: 'ia', Body: 'ok', StorageClass: 'STANDARD_IA' }));
+    const mp = await s3.send(new CreateMultipartUploadCommand({ Bucket: 'storage-classes', Key: 'onezone', StorageClass: 'ONEZONE_IA' }));
+    await s3.send(new AbortMultipartUploadCommand({ Bucket: 'storage-classes', Key: 'onezone', UploadId: mp.UploadId }));
+    await s3.send(new CopyObjectCommand({ Bucket: 'storage-classes', Key: 'tiering', CopySource: 'storage-classes/std', StorageClass: 'INTELLIGENT_TIERING' }));
+    // Stored as the one class there is, and said so (S3 omits the header for STANDARD).
+    assert.equal((await s3.send(new HeadObjectCommand({ Bucket: 'storage-classes', Key: 'ia' }))).StorageClass, undefined);
     const tries: Array<[string, string, number]> = [
-      ['STANDARD_IA', 'NotImplemented', 501],
       ['GLACIER', 'NotImplemented', 501],
       ['DEEP_ARCHIVE', 'NotImplemented', 501],
       ['BOGUS', 'InvalidStorageClass', 400],
-      ['standard', 'InvalidStorageClass', 400],
+      ['standard_ia', 'InvalidStorageClass', 400],
     ];
     for (const [cls, code, status] of tries) {
       const key = `c-${cls}`;
@@ -552,7 +557,7 @@ describe('S3 door', () => {
     }
     assert.equal((await s3.send(new ListMultipartUploadsCommand({ Bucket: 'storage-classes' }))).Uploads, undefined);
     const listed = await s3.send(new ListObjectsV2Command({ Bucket: 'storage-classes' }));
-    assert.deepEqual(listed.Contents?.map((c) => [c.Key, c.StorageClass]), [['std', 'STANDARD']]);
+    assert.deepEqual(listed.Contents?.map((c) => [c.Key, c.StorageClass]), [['ia', 'STANDARD'], ['std', 'STANDARD'], ['tiering', 'STANDARD']]);
   });
 
   it('cross-door: an S3 PUT is the REST object (same bytes, same version id) and the other way round; same bucket size', async () => {

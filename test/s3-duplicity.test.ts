@@ -20,8 +20,9 @@
 // --no-encryption, read back both by the SDK (plain gzip/tar, the manifest byte for byte) and by
 // duplicity; a wrong secret, which must fail cleanly with the door's 403 and store nothing; and
 // --s3-use-server-side-encryption, which files-rest refuses by design (README: NotImplemented rather
-// than a silent success), and --s3-use-ia (a storage class files-rest does not offer), which must
-// fail cleanly too, leaving no object and no open upload.
+// than a silent success), and --s3-use-glacier (an archive class files-rest does not offer), which
+// must fail cleanly too, leaving no object and no open upload, while --s3-use-ia (a class of
+// immediate access) is stored as STANDARD.
 //
 // Every duplicity runs in a child process (execFile: the server runs in this process), with its
 // HOME, archive dir and TMPDIR in a temporary directory, --num-retries 1 (a failing request is never
@@ -47,6 +48,7 @@ import {
   ListObjectVersionsCommand,
   PutObjectCommand,
   S3Client,
+  ListObjectsV2Command,
   paginateListObjectsV2,
 } from '@aws-sdk/client-s3';
 import { createAccessKey } from '../src/s3/access-keys.js';
@@ -518,13 +520,18 @@ describe('duplicity backs up a directory to the S3 door (boto3+s3)', { skip: ski
     assert.deepEqual(uploads.Uploads ?? [], []);
   });
 
-  it('--s3-use-ia (x-amz-storage-class: STANDARD_IA) is refused, not ignored: a clean failure, no object, no open upload', async (ctx) => {
+  it('--s3-use-ia (STANDARD_IA, immediate access) is stored as STANDARD; --s3-use-glacier is refused, not ignored: a clean failure, no object, no open upload', async (ctx) => {
     if (skip) return ctx.skip(skip);
-    const r = await dup(await machine('ia'), 'full', ['--s3-use-ia', src, `boto3+s3://${bucket}/ia`]);
-    assert.notEqual(r.code, 0, `a backup asking for STANDARD_IA succeeded:\n${r.out.slice(-4000)}`);
-    assert.match(r.out, /An error occurred \(NotImplemented\) when calling the \w+ operation: The storage class STANDARD_IA \(x-amz-storage-class\) is not supported/);
-    assert.deepEqual([...(await objects('ia/')).keys()], []);
-    const uploads = await s3!.send(new ListMultipartUploadsCommand({ Bucket: bucket, Prefix: 'ia/' }));
+    const ia = await dup(await machine('ia'), 'full', ['--s3-use-ia', src, `boto3+s3://${bucket}/ia`]);
+    assert.equal(ia.code, 0, ia.out.slice(-4000));
+    const stored = await s3!.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: 'ia/' }));
+    assert.ok((stored.Contents ?? []).length >= 3, JSON.stringify(stored.Contents));
+    assert.deepEqual([...new Set(stored.Contents!.map((c) => c.StorageClass))], ['STANDARD']);
+    const r = await dup(await machine('glacier'), 'full', ['--s3-use-glacier', src, `boto3+s3://${bucket}/glacier`]);
+    assert.notEqual(r.code, 0, `a backup asking for GLACIER succeeded:\n${r.out.slice(-4000)}`);
+    assert.match(r.out, /An error occurred \(NotImplemented\) when calling the \w+ operation: The storage class GLACIER \(x-amz-storage-class\) is not supported/);
+    assert.deepEqual([...(await objects('glacier/')).keys()], []);
+    const uploads = await s3!.send(new ListMultipartUploadsCommand({ Bucket: bucket, Prefix: 'glacier/' }));
     assert.deepEqual(uploads.Uploads ?? [], []);
   });
 });

@@ -66,22 +66,26 @@ const REFUSED: ReadonlyMap<string, string> = new Map([
   ['x-amz-write-offset-bytes', 'Appending to an object'],
 ]);
 
-/** S3's storage classes. Every object here is stored one way, reported as STANDARD. */
-const STORAGE_CLASSES: ReadonlySet<string> = new Set([
-  'STANDARD', 'REDUCED_REDUNDANCY', 'STANDARD_IA', 'ONEZONE_IA', 'INTELLIGENT_TIERING', 'GLACIER', 'DEEP_ARCHIVE', 'OUTPOSTS', 'GLACIER_IR', 'SNOW', 'EXPRESS_ONEZONE', 'FSX_OPENZFS',
-]);
+/**
+ * S3's storage classes of immediate access: they differ from STANDARD in price and in how many
+ * copies AWS keeps, not in what a client may do with the object. files-rest has one way of storing
+ * an object, so a request for one of them is served and the object reported as STANDARD, as it is.
+ */
+const IMMEDIATE_CLASSES: ReadonlySet<string> = new Set(['STANDARD', 'REDUCED_REDUNDANCY', 'STANDARD_IA', 'ONEZONE_IA', 'INTELLIGENT_TIERING', 'GLACIER_IR']);
+/** The others: archives (an object must be restored before it is read) and special hardware. */
+const OTHER_CLASSES: ReadonlySet<string> = new Set(['GLACIER', 'DEEP_ARCHIVE', 'OUTPOSTS', 'SNOW', 'EXPRESS_ONEZONE', 'FSX_OPENZFS']);
 
 /**
- * The refusal of an `x-amz-storage-class` value, or null for STANDARD: a name S3 does not know is
- * InvalidStorageClass (400), as S3 answers; another class is NotImplemented. A client that asked for
- * infrequent access or an archive class and got 200 would expect its price and its rules (an
- * archived object must be restored before it is read) while the object is neither.
+ * The refusal of an `x-amz-storage-class` value, or null for a class of immediate access: a name S3
+ * does not know is InvalidStorageClass (400), as S3 answers; an archive or hardware class is
+ * NotImplemented: a client that archived an object expects its rules (a restore before a read), and
+ * a 200 would leave it believing the object archived.
  */
 function storageClassError(value: string): S3Error | null {
   const v = value.trim();
-  if (v === 'STANDARD') return null;
-  if (!STORAGE_CLASSES.has(v)) return new S3Error('InvalidStorageClass', 'The storage class you specified is not valid', { StorageClassRequested: value });
-  return new S3Error('NotImplemented', `The storage class ${v} (x-amz-storage-class) is not supported by files-rest: every object is stored as STANDARD.`);
+  if (IMMEDIATE_CLASSES.has(v)) return null;
+  if (!OTHER_CLASSES.has(v)) return new S3Error('InvalidStorageClass', 'The storage class you specified is not valid', { StorageClassRequested: value });
+  return new S3Error('NotImplemented', `The storage class ${v} (x-amz-storage-class) is not supported by files-rest: objects are stored for immediate access (STANDARD, REDUCED_REDUNDANCY, STANDARD_IA, ONEZONE_IA, INTELLIGENT_TIERING and GLACIER_IR are accepted and stored as STANDARD).`);
 }
 
 /**
