@@ -592,6 +592,15 @@ describe('SigV4: as curl --aws-sigv4 signs before 8.x', () => {
     };
   }
 
+  it('a `+` in a query is a space (as the door reads it): signed as %20; a signature over %2B does not cover a sent `+`', () => {
+    // curlSigned signs the canonical query it is given and sends the same text; resend it with `+`.
+    const asSpace = curlSigned('list-type=2&prefix=a%20b');
+    assertAccepted({ ...asSpace, rawQuery: 'list-type=2&prefix=a+b' }, DATE);
+    const asPlus = curlSigned('list-type=2&prefix=a%2Bb');
+    assertAccepted(asPlus, DATE);
+    assertRefused({ ...asPlus, rawQuery: 'list-type=2&prefix=a+b' }, 'SignatureDoesNotMatch', SECRET, DATE);
+  });
+
   it('a query signed as sent (unsorted, a bare name) verifies; the same signature over another query does not', () => {
     for (const q of ['list-type=2&delimiter=%2F', 'versions&prefix=small', 'prefix=a&list-type=2']) assertAccepted(curlSigned(q), DATE);
     const signed = curlSigned('list-type=2&prefix=a');

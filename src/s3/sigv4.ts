@@ -187,11 +187,17 @@ function joinSorted(pairs: Array<[string, string]>): string {
 export function canonicalQuery(rawQuery: string, presigned: boolean): string {
   const pairs: Array<[string, string]> = [];
   for (const p of splitQuery(rawQuery)) {
-    const name = canonicalizeComponent(p.name);
+    // A `+` in a query is a space, as the door reads it (URLSearchParams) and as S3 reads it: signed
+    // as %20 (aws4fetch and the AWS SDK for Java v1 send `+` and sign %20). A plus is sent as %2B.
+    const name = canonicalizeComponent(plusAsSpace(p.name));
     if (presigned && name === 'X-Amz-Signature') continue;
-    pairs.push([name, canonicalizeComponent(p.value)]);
+    pairs.push([name, canonicalizeComponent(plusAsSpace(p.value))]);
   }
   return joinSorted(pairs);
+}
+
+function plusAsSpace(text: string): string {
+  return text.includes('+') ? text.replaceAll('+', '%20') : text;
 }
 
 /** The canonical query built from the parameters exactly as sent (the fallback form). */
