@@ -56,6 +56,9 @@ describe('Small objects in the database (FILES_REST_INLINE_MAX_SIZE)', () => {
     assert.deepEqual(await locationFiles(), filesBefore, 'no file was written to the location');
     const f = await fileOf(bucket, 'small.bin');
     assert.match(f.uri!, /^inline:/);
+    // A row kept in the database has a time-ordered id (UUIDv7), as its version has.
+    assert.match(f.uri!, /^inline:[0-9a-f]{8}-[0-9a-f]{4}-7/);
+    assert.match(String(r2.json.version_id), /^[0-9a-f]{8}-[0-9a-f]{4}-7/);
     assert.notEqual(f.location_id, null, 'the file instance belongs to the bucket\'s location');
     const rows = await inlineRows();
     assert.ok(rows.some((r) => r.uri === f.uri && r.data.equals(v2)));
@@ -118,7 +121,10 @@ describe('Small objects in the database (FILES_REST_INLINE_MAX_SIZE)', () => {
     const bucket = await createBucket(s.files);
     const big = randomBytes(MAX + 1);
     assert.equal((await put(`${s.files}/${bucket}/big.bin`, big)).status, 200);
-    assert.doesNotMatch((await fileOf(bucket, 'big.bin')).uri!, /^inline:/);
+    const file = await fileOf(bucket, 'big.bin');
+    assert.doesNotMatch(file.uri!, /^inline:/);
+    // A file's path splits its id into directories: a random id (UUIDv4) spreads them.
+    assert.match(String(file.id), /^[0-9a-f]{8}-[0-9a-f]{4}-4/);
     assert.deepEqual(Buffer.from(await (await fetch(`${s.files}/${bucket}/big.bin`)).arrayBuffer()), big);
   });
 

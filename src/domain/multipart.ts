@@ -8,7 +8,7 @@ import type { Executor, MultipartUploadTable, PartTable, Tx } from '../db/schema
 import { isStorageFull } from '../storage/backend.js';
 import type { ByteMeter, ByteObserver, DigestAlgorithm } from './byte-meter.js';
 import { receive, type ExpectedDigest, type Received } from './receive.js';
-import { newId } from '../util/ids.js';
+import { newId, newOrderedId } from '../util/ids.js';
 import { DAY_MICROS, nowMicros } from '../util/time.js';
 import { getLiveBucket } from './buckets.js';
 import { assertWritable, insertFileInstance, lockBucketForWrite, releaseReservation, reserve } from './ledger.js';
@@ -412,7 +412,7 @@ export async function markCompleting(tx: Tx, u: MultipartUpload, versionId: stri
 export async function requestCompletion(ctx: DomainContext, u: MultipartUpload, precondition?: Precondition | null): Promise<MultipartUpload> {
   if (u.door !== 'rest') throw new AppError('UPLOAD_NOT_FOUND');
   await checkWritable(ctx, u);
-  const versionId = newId();
+  const versionId = newOrderedId();
   const now = nowMicros();
   await transaction(ctx.db, async (tx) => {
     await markCompleting(tx, u, versionId, now);

@@ -6,7 +6,7 @@ import { prepared } from '../db/prepared.js';
 import { TRUE_LITERAL, type Database, type Executor } from '../db/schema.js';
 import type { ByteMeter, ByteObserver, DigestAlgorithm } from './byte-meter.js';
 import { receive, type ExpectedDigest } from './receive.js';
-import { newId } from '../util/ids.js';
+import { newId, newOrderedId } from '../util/ids.js';
 import { collect, INLINE_SCHEME, insertInlineFile } from '../storage/inline/inline-backend.js';
 import { nowMicros } from '../util/time.js';
 import { getLiveBucket } from './buckets.js';
@@ -71,12 +71,13 @@ export async function checkUploadAllowed(ctx: DomainContext, bucketId: string, k
 export async function putObject(ctx: DomainContext, input: PutObjectInput): Promise<ObjectVersion> {
   const bucket = await checkUploadAllowed(ctx, input.bucketId, input.key, input.declaredSize, input.precondition, input.bucket);
   const limit = tightestLimit(bucket);
-  const fileId = newId();
   // A small upload of announced size is kept in the database, written with its metadata in one
   // commit (storage/inline); any other goes to the location's storage, bytes first. An inline file
   // instance belongs to the bucket's location without using its URI (the files row's reference to
   // the location is checked by the database), so the location is read only for a file.
   const inline = ctx.config.inlineMaxSize > 0 && input.declaredSize !== null && input.declaredSize <= ctx.config.inlineMaxSize;
+  // Time-ordered for a row kept in the database; random for a file, whose path splits the id.
+  const fileId = inline ? newOrderedId() : newId();
   const location = inline ? null : await getLocationById(ctx.db, bucket.defaultLocation);
   const backend = ctx.storage.forUri(location?.uri ?? INLINE_SCHEME);
   const uri = backend.makeUri(location?.uri ?? '', fileId);
@@ -210,7 +211,7 @@ export async function commitNewVersion(
   hooks: { inTransaction?: (tx: import('../db/schema.js').Tx) => Promise<void> } = {},
 ): Promise<ObjectVersion> {
   const now = nowMicros();
-  const versionId = input.versionId ?? newId();
+  const versionId = input.versionId ?? newOrderedId();
   let required = 1;
   const version = await transaction(ctx.db, async (tx) => {
     const size = input.file.size;
@@ -452,7 +453,7 @@ export async function getVersionForRead(db: Executor, bucketId: string, key: str
  */
 export async function softDeleteObject(ctx: DomainContext, bucketId: string, key: string): Promise<{ deleted: ObjectVersion; marker: ObjectVersion }> {
   const now = nowMicros();
-  const markerId = newId();
+  const markerId = newOrderedId();
   const result = await transaction(ctx.db, async (tx) => {
     const bucket = await lockBucketForWrite(tx, bucketId);
     const head = await findHead(tx, bucket.id, key);
@@ -485,7 +486,7 @@ export async function placeDeleteMarker(
 ): Promise<{ deleted: ObjectVersion | null; marker: ObjectVersion }> {
   validateKey(key, ctx.config.objectKeyMaxLen);
   const now = nowMicros();
-  const markerId = newId();
+  const markerId = newOrderedId();
   const result = await transaction(ctx.db, async (tx) => {
     const bucket = await lockBucketForWrite(tx, bucketId);
     const head = await findHead(tx, bucket.id, key);

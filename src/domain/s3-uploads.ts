@@ -25,7 +25,7 @@ import { AppError, isAppError } from '../errors.js';
 import { transaction } from '../db/database.js';
 import type { Executor } from '../db/schema.js';
 import { isStorageFull } from '../storage/backend.js';
-import { newId } from '../util/ids.js';
+import { newId, newOrderedId } from '../util/ids.js';
 import { nowMicros } from '../util/time.js';
 import { getLiveBucket } from './buckets.js';
 import { assertWritable, insertFileInstance, lockBucketForWrite, releaseReservation, reserveMore } from './ledger.js';
@@ -599,7 +599,7 @@ export async function requestS3Completion(
     });
     assembled = { fileId, uri, checksum: r.checksum, locationId };
   }
-  const versionId = newId();
+  const versionId = newOrderedId();
   const now = nowMicros();
   let etag = '';
   let metadata: Record<string, string> = {};

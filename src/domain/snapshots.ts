@@ -1,7 +1,7 @@
 import { AppError } from '../errors.js';
 import { transaction } from '../db/database.js';
 import { TRUE_LITERAL, type Executor } from '../db/schema.js';
-import { newId } from '../util/ids.js';
+import { newId, newOrderedId } from '../util/ids.js';
 import { nowMicros } from '../util/time.js';
 import { findBucket } from './buckets.js';
 import type { DomainContext } from './context.js';
@@ -54,7 +54,7 @@ export async function snapshotBucket(ctx: DomainContext, sourceId: string, opts:
       await tx
         .insertInto('object_versions')
         .values(rows.map((r) => ({
-          version_id: newId(), bucket_id: id, key: r.key, file_id: r.file_id, mimetype: r.mimetype, is_head: 1, tags: r.tags, created: now, updated: now,
+          version_id: newOrderedId(), bucket_id: id, key: r.key, file_id: r.file_id, mimetype: r.mimetype, is_head: 1, tags: r.tags, created: now, updated: now,
         })))
         .execute();
       total += rows.reduce((n, r) => n + (r.size ?? 0), 0);
