@@ -930,7 +930,7 @@ async function runSection(db: DbKind, o: Options, p: Params, stamp: string): Pro
   const k = `@${human(p.objects[1])}`;
   const k0 = `@${human(p.objects[0])}`;
   const rowDefs: Parameters<typeof makeRow>[1][] = [
-    { id: 'W1.mibps', workload: 'W1', figure: `PUT ${big}`, unit: 'MiB/s', ceilingId: 'ceiling.hashWrite.mibps', ceilingLabel: 'hash+write', ratioId: 'W1.pairedRatio', target: { on: 'ratio', op: '>=', bound: 0.85 } },
+    { id: 'W1.mibps', workload: 'W1', figure: `PUT ${big}`, unit: 'MiB/s', ceilingId: 'ceiling.hashWrite.mibps', ceilingLabel: 'hash+write', ratioId: 'W1.pairedRatio', target: { on: 'ratio', op: '>=', bound: 0.9 } },
     { id: 'W1.peakRssMB', workload: 'W1', figure: 'server peak RSS', unit: 'MB', ceilingId: 'ceiling.hashWrite.peakRssMB', ceilingLabel: 'bare server', target: { on: 'value', op: '<=', bound: 100 } },
     { id: 'W1.mibps', workload: 'W1', figure: `PUT ${big} vs the peer`, unit: 'MiB/s', ceilingId: 'peer.W1.mibps', ceilingLabel: peerLabel, ratioId: 'W1.peerPairedRatio' },
     { id: 'W1.peakRssMB', workload: 'W1', figure: 'server peak RSS vs the peer', unit: 'MB', ceilingId: 'peer.W1.peakRssMB', ceilingLabel: peerLabel },
@@ -939,10 +939,10 @@ async function runSection(db: DbKind, o: Options, p: Params, stamp: string): Pro
     { id: 'W2.mibps', workload: 'W2', figure: `GET ${big} vs the peer`, unit: 'MiB/s', ceilingId: 'peer.W2.mibps', ceilingLabel: peerLabel, ratioId: 'W2.peerPairedRatio' },
     { id: 'W2.peakRssMB', workload: 'W2', figure: 'server peak RSS vs the peer', unit: 'MB', ceilingId: 'peer.W2.peakRssMB', ceilingLabel: peerLabel },
     { id: 'W3.opsPerSec', workload: 'W3', figure: `4 KiB PUT ×${p.inFlight}`, unit: 'ops/s', ceilingId: 'ceiling.memPut.opsPerSec', ceilingLabel: 'in-memory', target: { on: 'ratio', op: '>=', bound: 0.3 } },
-    { id: 'W3.opsPerSec', workload: 'W3', figure: `4 KiB PUT ×${p.inFlight} vs the disk`, unit: 'ops/s', ceilingId: 'ceiling.durablePut.opsPerSec', ceilingLabel: 'durable hash+write' },
+    { id: 'W3.opsPerSec', workload: 'W3', figure: `4 KiB PUT ×${p.inFlight} vs the disk`, unit: 'ops/s', ceilingId: 'ceiling.durablePut.opsPerSec', ceilingLabel: 'durable hash+write', target: { on: 'ratio', op: '>=', bound: 1.5 } },
     { id: 'W3.p50Ms', workload: 'W3', figure: 'p50 latency', unit: 'ms', ceilingId: 'ceiling.memPut.p50Ms', ceilingLabel: 'in-memory' },
     { id: 'W3.p99Ms', workload: 'W3', figure: 'p99 latency', unit: 'ms', ceilingId: 'ceiling.memPut.p99Ms', ceilingLabel: 'in-memory' },
-    { id: 'W3.opsPerSec', workload: 'W3', figure: `4 KiB PUT ×${p.inFlight} vs the peer`, unit: 'ops/s', ceilingId: 'peer.W3.opsPerSec', ceilingLabel: peerLabel },
+    { id: 'W3.opsPerSec', workload: 'W3', figure: `4 KiB PUT ×${p.inFlight} vs the peer`, unit: 'ops/s', ceilingId: 'peer.W3.opsPerSec', ceilingLabel: peerLabel, target: { on: 'ratio', op: '>=', bound: 2 } },
     { id: 'W3.p50Ms', workload: 'W3', figure: 'p50 latency vs the peer', unit: 'ms', ceilingId: 'peer.W3.p50Ms', ceilingLabel: peerLabel },
     { id: 'W3.p99Ms', workload: 'W3', figure: 'p99 latency vs the peer', unit: 'ms', ceilingId: 'peer.W3.p99Ms', ceilingLabel: peerLabel },
     { id: 'W4.opsPerSec', workload: 'W4', figure: `4 KiB GET ×${p.inFlight}`, unit: 'ops/s', ceilingId: 'ceiling.memGet.opsPerSec', ceilingLabel: 'in-memory', target: { on: 'ratio', op: '>=', bound: 0.5 } },
@@ -958,7 +958,7 @@ async function runSection(db: DbKind, o: Options, p: Params, stamp: string): Pro
     { id: 'S3.W3.signed.opsPerSec', workload: 'S3', figure: `W3 4 KiB PUT ×${p.inFlight}, signed payload`, unit: 'ops/s', ceilingId: 'W3.opsPerSec', ceilingLabel: 'REST W3', ratioId: 'S3.W3.signed.pairedRatio', target: { on: 'ratio', op: '>=', bound: 0.9 } },
     { id: 'S3.W4.opsPerSec', workload: 'S3', figure: `W4 4 KiB GET ×${p.inFlight}`, unit: 'ops/s', ceilingId: 'W4.opsPerSec', ceilingLabel: 'REST W4', ratioId: 'S3.W4.pairedRatio', target: { on: 'ratio', op: '>=', bound: 0.9 } },
     { id: 'W5.peakRssMB', workload: 'W5', figure: 'server peak RSS', unit: 'MB', target: { on: 'value', op: '<=', bound: 100 } },
-    { id: 'W5.mibps', workload: 'W5', figure: `multipart ${big} (${p.parts}×${humanBytes(p.partSize)}, ${p.partsInFlight} in flight)`, unit: 'MiB/s', ceilingId: 'W1.mibps', ceilingLabel: 'W1', target: { on: 'ratio', op: '>=', bound: 0.85 } },
+    { id: 'W5.mibps', workload: 'W5', figure: `multipart ${big} (${p.parts}×${humanBytes(p.partSize)}, ${p.partsInFlight} in flight)`, unit: 'MiB/s', ceilingId: 'W1.mibps', ceilingLabel: 'W1', target: { on: 'ratio', op: '>=', bound: 1 } },
     { id: 'W5.lastPartToUsableS', workload: 'W5', figure: 'last part → downloadable', unit: 's', target: { on: 'value', op: '<=', bound: 2 } },
     { id: 'W5S3.mibps', workload: 'W5', figure: `W5 through the S3 door (raw UploadPart, ${p.partsInFlight} in flight)`, unit: 'MiB/s', ceilingId: 'W5.mibps', ceilingLabel: 'W5 REST', target: { on: 'ratio', op: '>=', bound: 0.9 } },
     { id: 'W5S3.lastPartToUsableS', workload: 'W5', figure: 'S3: last part → downloadable', unit: 's', target: { on: 'value', op: '<=', bound: 2 } },
