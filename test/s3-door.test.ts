@@ -32,6 +32,7 @@ import {
   ListObjectsV2Command,
   ListMultipartUploadsCommand,
   AbortMultipartUploadCommand,
+  RestoreObjectCommand,
   CreateMultipartUploadCommand,
   CopyObjectCommand,
   ListObjectVersionsCommand,
@@ -530,7 +531,7 @@ describe('S3 door', () => {
     assert.equal((await send('PUT', '/noimpl-unlocked', { 'x-amz-bucket-object-lock-enabled': 'false' })).status, 200);
   });
 
-  it('x-amz-storage-class: classes of immediate access stored as STANDARD; archive classes NotImplemented, an unknown one InvalidStorageClass, nothing stored', async () => {
+  it('x-amz-storage-class: classes of immediate access stored as STANDARD (a self-copy naming one is a change); archive classes NotImplemented, an unknown one InvalidStorageClass, nothing stored; RestoreObject InvalidObjectState', async () => {
     await s3.send(new CreateBucketCommand({ Bucket: 'storage-classes' }));
     await s3.send(new PutObjectCommand({ Bucket: 'storage-classes', Key: 'std', Body: 'ok', StorageClass: 'STANDARD' }));
     await s3.send(new PutObjectCommand({ Bucket: 'storage-classes', Key: 'ia', Body: 'ok', StorageClass: 'STANDARD_IA' }));
@@ -558,6 +559,15 @@ describe('S3 door', () => {
     assert.equal((await s3.send(new ListMultipartUploadsCommand({ Bucket: 'storage-classes' }))).Uploads, undefined);
     const listed = await s3.send(new ListObjectsV2Command({ Bucket: 'storage-classes' }));
     assert.deepEqual(listed.Contents?.map((c) => [c.Key, c.StorageClass]), [['ia', 'STANDARD'], ['std', 'STANDARD'], ['tiering', 'STANDARD']]);
+    // A copy onto itself that names a class is how S3 changes one (rclone settier): a new version.
+    const self = await s3.send(new CopyObjectCommand({ Bucket: 'storage-classes', Key: 'ia', CopySource: 'storage-classes/ia', StorageClass: 'STANDARD_IA' }));
+    assert.ok(self.VersionId);
+    assert.deepEqual(await s3Code(s3.send(new CopyObjectCommand({ Bucket: 'storage-classes', Key: 'ia', CopySource: 'storage-classes/ia' }))), { name: 'InvalidRequest', status: 400 });
+    // Nothing is archived, so nothing can be restored: InvalidObjectState, as S3 answers for such an object.
+    const restore = { Days: 1, GlacierJobParameters: { Tier: 'Standard' as const } };
+    assert.deepEqual(await s3Code(s3.send(new RestoreObjectCommand({ Bucket: 'storage-classes', Key: 'ia', RestoreRequest: restore }))), { name: 'InvalidObjectState', status: 403 });
+    assert.deepEqual(await s3Code(s3.send(new RestoreObjectCommand({ Bucket: 'storage-classes', Key: 'ia', VersionId: self.VersionId, RestoreRequest: restore }))), { name: 'InvalidObjectState', status: 403 });
+    assert.deepEqual(await s3Code(s3.send(new RestoreObjectCommand({ Bucket: 'storage-classes', Key: 'missing', RestoreRequest: restore }))), { name: 'NoSuchKey', status: 404 });
   });
 
   it('cross-door: an S3 PUT is the REST object (same bytes, same version id) and the other way round; same bucket size', async () => {

@@ -122,7 +122,10 @@ export async function copyObjectOp(r: S3Request, bucket: Bucket): Promise<void> 
   // If-None-Match: * / If-Match on the destination key (not the source's x-amz-copy-source-if-*).
   const precondition = await writePrecondition(r, bucket.id);
 
-  if (srcBucket.id === bucket.id && src.key === r.key && source.isHead && metaDirective === 'COPY' && tagDirective === 'COPY') {
+  // Naming a storage class is a change S3 accepts (CopyObject onto itself is how a class is changed:
+  // rclone settier); the door stores every class it accepts as STANDARD.
+  const changesClass = r.headers.has('x-amz-storage-class');
+  if (srcBucket.id === bucket.id && src.key === r.key && source.isHead && metaDirective === 'COPY' && tagDirective === 'COPY' && !changesClass) {
     throw new S3Error(
       'InvalidRequest',
       "This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes.",

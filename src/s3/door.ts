@@ -36,6 +36,7 @@ import { deleteBucketTaggingOp, deleteObjectTaggingOp, getBucketTaggingOp, getOb
 import { doorMetrics, type DoorMetrics } from '../http/metrics.js';
 import { s3OperationName } from './operation-name.js';
 import { carriesCannedAcl, unsupportedHeaderError } from './unsupported-headers.js';
+import { restoreObjectOp } from './restore.js';
 import { getBucketAclOp, getObjectAclOp, putBucketAclOp, putObjectAclOp } from './acl.js';
 import { answerPreflight, applyCors, deleteBucketCorsOp, getBucketCorsOp, putBucketCorsOp } from './cors.js';
 import { abortMultipartUploadOp, completeMultipartUploadOp, createMultipartUploadOp, listMultipartUploadsOp, listPartsOp, uploadPartOp } from './multipart.js';
@@ -51,7 +52,7 @@ export type ListingOperation = 'ListObjects' | 'ListObjectsV2' | 'ListObjectVers
 const UNSUPPORTED = new Set([
   'policy', 'policyStatus', 'lifecycle', 'encryption', 'website', 'object-lock',
   'replication', 'logging', 'notification', 'accelerate', 'requestPayment', 'ownershipControls', 'publicAccessBlock',
-  'intelligent-tiering', 'inventory', 'metrics', 'analytics', 'legal-hold', 'retention', 'torrent', 'select', 'restore',
+  'intelligent-tiering', 'inventory', 'metrics', 'analytics', 'legal-hold', 'retention', 'torrent', 'select',
   'session', 'renameObject',
 ]);
 
@@ -415,6 +416,10 @@ export class S3Door {
     }
     if (r.query.has('attributes')) {
       if (m === 'GET') return getObjectAttributesOp(r, bucket);
+      throw new S3Error('MethodNotAllowed');
+    }
+    if (r.query.has('restore')) {
+      if (m === 'POST') return restoreObjectOp(r, bucket);
       throw new S3Error('MethodNotAllowed');
     }
     if (m === 'PUT' && r.headers.has('x-amz-copy-source')) return copyObjectOp(r, bucket);

@@ -13,6 +13,7 @@ export interface S3ErrorSpec {
 export const S3_ERRORS = {
   // Authentication and signing
   AccessDenied: { status: 403, message: 'Access Denied' },
+  InvalidObjectState: { status: 403, message: 'The operation is not valid for the object\'s storage class' },
   InvalidAccessKeyId: { status: 403, message: 'The AWS Access Key Id you provided does not exist in our records.' },
   SignatureDoesNotMatch: {
     status: 403,

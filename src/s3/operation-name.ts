@@ -30,6 +30,7 @@ export function s3OperationName(method: string, bucketName: string, key: string,
     }
   }
   if (query.has('acl')) return method === 'GET' ? 'GetObjectAcl' : method === 'PUT' ? 'PutObjectAcl' : 'Unknown';
+  if (query.has('restore')) return method === 'POST' ? 'RestoreObject' : 'Unknown';
   if (query.has('tagging')) return method === 'GET' ? 'GetObjectTagging' : method === 'PUT' ? 'PutObjectTagging' : method === 'DELETE' ? 'DeleteObjectTagging' : 'Unknown';
   switch (method) {
     case 'PUT':

@@ -140,3 +140,10 @@ export async function allowed(r: S3Request, action: Action, resource: Resource |
 export function header(r: { headers: RequestHeaders }, name: string): string | undefined {
   return headerText(r.headers, name);
 }
+
+/** The `versionId` a request names, or null; an empty one is InvalidArgument, as S3 answers. */
+export function versionIdOf(r: S3Request): string | null {
+  const v = r.query.get('versionId');
+  if (v === '') throw new S3Error('InvalidArgument', 'Version id cannot be the empty string.');
+  return v;
+}

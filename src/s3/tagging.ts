@@ -13,7 +13,7 @@ import { setVersionTags } from '../domain/tags.js';
 import { findBucketTags, setBucketTags } from '../domain/bucket-tags.js';
 import { S3Error } from './errors.js';
 import { readSmallBody } from './payload.js';
-import { authorize, header, sendEmpty, sendXml, type S3Request } from './request.js';
+import { authorize, header, sendEmpty, sendXml, versionIdOf, type S3Request } from './request.js';
 import { doc, el, parseXml } from './xml.js';
 
 /** S3's limits on a tag set: an object's, a bucket's. */
@@ -58,11 +58,6 @@ export function taggingCountHeader(tags: Record<string, string>): Record<string,
   return n > 0 ? { 'x-amz-tagging-count': String(n) } : {};
 }
 
-function versionIdOf(r: S3Request): string | null {
-  const v = r.query.get('versionId');
-  if (v === '') throw new S3Error('InvalidArgument', 'Version id cannot be the empty string.');
-  return v;
-}
 
 export async function getObjectTaggingOp(r: S3Request, bucket: Bucket): Promise<void> {
   const versionId = versionIdOf(r);
