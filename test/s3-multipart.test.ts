@@ -346,7 +346,13 @@ describe('S3 multipart uploads', () => {
     // Re-sending part 2 smaller than the minimum: refused at completion, as S3 does.
     const small = randomBytes(10);
     const eSmall = (await send(2, small)).ETag!;
-    assert.equal(await s3Code(complete([{ PartNumber: 1, ETag: e1 }, { PartNumber: 2, ETag: eSmall }, { PartNumber: 3, ETag: e3 }])), 'EntityTooSmall');
+    const tooSmall = await complete([{ PartNumber: 1, ETag: e1 }, { PartNumber: 2, ETag: eSmall }, { PartNumber: 3, ETag: e3 }]).then(
+      () => assert.fail('a part under the minimum was accepted'),
+      (e: unknown) => e as S3ServiceException & Record<string, unknown>,
+    );
+    assert.equal(tooSmall.name, 'EntityTooSmall');
+    // The part, its size and the minimum, as S3 names them.
+    assert.deepEqual([tooSmall.PartNumber, tooSmall.ProposedSize, tooSmall.MinSizeAllowed, tooSmall.ETag], ['2', '10', String(t.config.s3MultipartMinPartSize), md5(small)]);
     const e2again = (await send(2, p2)).ETag!;
     assert.equal(await s3Code(s3.send(new CompleteMultipartUploadCommand({ Bucket: bucket, Key: key, UploadId: 'nope', MultipartUpload: { Parts: [{ PartNumber: 1, ETag: e1 }] } }))), 'NoSuchUpload');
     const done = await complete([{ PartNumber: 1, ETag: e1 }, { PartNumber: 2, ETag: e2again }, { PartNumber: 3, ETag: e3 }]);

@@ -542,7 +542,7 @@ async function recordedParts(db: Executor, u: MultipartUpload, list: CompletedPa
     return { n: p.partNumber, size: Number(stored.size ?? 0), checksum: stored.checksum, clientChecksum: stored.client_checksum ?? null, updated: Number(stored.updated) };
   });
   for (const p of listed.slice(0, -1)) {
-    if (p.size < minPartSize) throw new AppError('PART_TOO_SMALL', { partNumber: p.n, min: minPartSize });
+    if (p.size < minPartSize) throw new AppError('PART_TOO_SMALL', { partNumber: p.n, min: minPartSize, size: p.size, etag: p.checksum.replace(/^md5:/, '') });
   }
   return listed;
 }

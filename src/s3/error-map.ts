@@ -67,6 +67,11 @@ export function toS3Error(e: unknown): S3Error {
     if (hit) {
       const [code, message] = hit;
       if (e.code === 'CHECKSUM_MISMATCH' && e.params.header === 'x-amz-content-sha256') return new S3Error('XAmzContentSHA256Mismatch');
+      // S3 names the part, its size and the minimum, as SDKs and tools print them.
+      if (e.code === 'PART_TOO_SMALL' && e.params.size !== undefined) {
+        const { partNumber, min, size, etag } = e.params;
+        return new S3Error('EntityTooSmall', undefined, { ProposedSize: String(size), MinSizeAllowed: String(min), PartNumber: String(partNumber), ETag: String(etag) });
+      }
       return new S3Error(code, message ?? (code === 'InvalidArgument' || code === 'InvalidRequest' || e.code === 'S3_PART_BEFORE_LAYOUT' ? e.message : undefined));
     }
     return new S3Error(e.status >= 500 ? 'InternalError' : 'InvalidRequest', e.status >= 500 ? undefined : e.message);
