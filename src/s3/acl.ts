@@ -13,7 +13,7 @@ import { findHead, findVersion } from '../domain/objects.js';
 import { S3Error } from './errors.js';
 import { DEFAULT_S3_OWNER, renderOwner } from './listings.js';
 import { readSmallBody } from './payload.js';
-import { authorize, header, sendEmpty, sendXml, type S3Request } from './request.js';
+import { authorize, header, sendEmpty, sendXml, versionIdOf, type S3Request } from './request.js';
 import { doc, el, parseXml, type XmlElement } from './xml.js';
 import { cannedAclError } from './unsupported-headers.js';
 
@@ -141,8 +141,7 @@ async function requireTheAcl(r: S3Request, publicObject: boolean): Promise<void>
 
 /** The version an object ACL request names (`versionId`, else the head): NoSuchKey / NoSuchVersion. */
 async function objectOf(r: S3Request, bucket: Bucket): Promise<string> {
-  const versionId = r.query.get('versionId');
-  if (versionId === '') throw new S3Error('InvalidArgument', 'Version id cannot be the empty string.');
+  const versionId = versionIdOf(r);
   if (versionId !== null) {
     const v = await findVersion(r.ctx.db, bucket.id, r.key, versionId);
     if (!v) throw new S3Error('NoSuchVersion', undefined, { Key: r.key, VersionId: versionId });

@@ -25,6 +25,7 @@ import {
   type ChecksumHasher,
 } from './checksums.js';
 import { continueBody, header, type S3Request } from './request.js';
+import { carriesNoBody } from './sigv4.js';
 
 export interface Payload {
   /** The request: the bytes as sent. */
@@ -195,9 +196,8 @@ export async function openPayload(r: S3Request, opts: PayloadOptions = {}): Prom
 
 /** Reads a small body (a request's XML) whole, decoded and checked as any payload; at most `limit` bytes. */
 export async function readSmallBody(r: S3Request, limit = 64 * 1024, opts: PayloadOptions = {}): Promise<Buffer> {
-  const lengthText = header(r, 'content-length');
   const chunked = r.auth !== null && isAwsChunked(r.auth.payload);
-  if (!chunked && (lengthText === undefined || lengthText.trim() === '0') && header(r, 'transfer-encoding') === undefined) return Buffer.alloc(0);
+  if (!chunked && carriesNoBody(r.headers)) return Buffer.alloc(0);
   const p = await openPayload(r, opts);
   if (p.declaredSize > limit) throw new S3Error('InvalidRequest', `The request body is larger than ${limit} bytes.`);
   const stream = new Tap(p.observers);

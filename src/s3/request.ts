@@ -7,6 +7,8 @@ import type { Logger } from 'pino';
 import { decide, type Identity, type PermissionPolicy, type Resource } from '../auth/permissions.js';
 import type { Action } from '../auth/actions.js';
 import type { DomainContext } from '../domain/context.js';
+import type { ObjectVersion } from '../domain/models.js';
+import { findHead, findVersion } from '../domain/objects.js';
 import type { UsableAccessKey } from './access-keys.js';
 import { renderS3ErrorXml, S3Error } from './errors.js';
 import { headerText, type RequestHeaders, type VerifiedSigV4 } from './sigv4.js';
@@ -145,5 +147,17 @@ export function header(r: { headers: RequestHeaders }, name: string): string | u
 export function versionIdOf(r: S3Request): string | null {
   const v = r.query.get('versionId');
   if (v === '') throw new S3Error('InvalidArgument', 'Version id cannot be the empty string.');
+  return v;
+}
+
+/**
+ * The object version a request addresses with its bytes: `versionId`'s, else the head. Missing:
+ * NoSuchVersion / NoSuchKey; a delete marker named by its id is MethodNotAllowed, a head that is one
+ * NoSuchKey, as S3 answers.
+ */
+export async function addressedObject(r: S3Request, bucketId: string, versionId: string | null): Promise<ObjectVersion> {
+  const v = versionId !== null ? await findVersion(r.ctx.db, bucketId, r.key, versionId) : await findHead(r.ctx.db, bucketId, r.key);
+  if (!v) throw new S3Error(versionId !== null ? 'NoSuchVersion' : 'NoSuchKey');
+  if (!v.file) throw new S3Error(versionId !== null ? 'MethodNotAllowed' : 'NoSuchKey', versionId !== null ? 'The specified method is not allowed against a delete marker.' : undefined);
   return v;
 }

@@ -6,17 +6,14 @@
  * a missing one is NoSuchKey / NoSuchVersion. The request body is read (bounded) and not judged.
  */
 import type { Bucket } from '../domain/models.js';
-import { findHead, findVersion } from '../domain/objects.js';
 import { S3Error } from './errors.js';
 import { readSmallBody } from './payload.js';
-import { authorize, versionIdOf, type S3Request } from './request.js';
+import { addressedObject, authorize, versionIdOf, type S3Request } from './request.js';
 
 export async function restoreObjectOp(r: S3Request, bucket: Bucket): Promise<void> {
   const versionId = versionIdOf(r);
   await authorize(r, versionId !== null ? 'object-read-version' : 'object-read', { type: 'object', bucketId: bucket.id, key: r.key, ...(versionId ? { id: versionId } : {}) });
   await readSmallBody(r);
-  const v = versionId !== null ? await findVersion(r.ctx.db, bucket.id, r.key, versionId) : await findHead(r.ctx.db, bucket.id, r.key);
-  if (!v || (!v.file && versionId === null)) throw new S3Error(versionId !== null ? 'NoSuchVersion' : 'NoSuchKey');
-  if (!v.file) throw new S3Error('MethodNotAllowed', 'The specified method is not allowed against a delete marker.');
+  await addressedObject(r, bucket.id, versionId);
   throw new S3Error('InvalidObjectState', "Restore is not allowed for the object's current storage class", { StorageClass: 'STANDARD' });
 }

@@ -260,7 +260,7 @@ export function requestHeaders(headers: SigV4Input['headers']): Headers {
 export const EMPTY_SHA256 = 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855';
 
 /** The request announces no body: no Transfer-Encoding, and no Content-Length or a length of 0. */
-function carriesNoBody(headers: Headers): boolean {
+export function carriesNoBody(headers: Headers): boolean {
   const length = headerText(headers, 'content-length');
   return !headers.has('transfer-encoding') && (length === undefined || length.trim() === '0');
 }
@@ -355,12 +355,13 @@ function buildCanonicalRequests(
   // A plain path without a query is its own canonical form, as sent: one candidate.
   if (input.rawQuery === '' && input.rawPath !== '' && PLAIN_PATH.test(input.rawPath)) return withSentBytes([`${input.method}\n${input.rawPath}\n\n${tail}`]);
   const normal = `${input.method}\n${canonicalUri(input.rawPath)}\n${canonicalQuery(input.rawQuery, presigned)}\n${tail}`;
-  const raw = `${input.method}\n${input.rawPath === '' ? '/' : input.rawPath}\n${rawCanonicalQuery(input.rawQuery, presigned)}\n${tail}`;
+  const sentPath = input.rawPath === '' ? '/' : input.rawPath;
+  const raw = `${input.method}\n${sentPath}\n${rawCanonicalQuery(input.rawQuery, presigned)}\n${tail}`;
   const candidates = raw === normal ? [normal] : [normal, raw];
   // curl's --aws-sigv4 before 8.1 signs the query string exactly as sent: not sorted, a bare
   // `versions` without its `=`. The signature still covers every byte of it.
   if (!presigned && input.rawQuery !== '') {
-    const asSent = `${input.method}\n${input.rawPath === '' ? '/' : input.rawPath}\n${input.rawQuery}\n${tail}`;
+    const asSent = `${input.method}\n${sentPath}\n${input.rawQuery}\n${tail}`;
     if (!candidates.includes(asSent)) candidates.push(asSent);
   }
   return withSentBytes(candidates);

@@ -8,12 +8,11 @@
  */
 import { isAppError } from '../errors.js';
 import type { Bucket } from '../domain/models.js';
-import { findHead, findVersion } from '../domain/objects.js';
 import { setVersionTags } from '../domain/tags.js';
 import { findBucketTags, setBucketTags } from '../domain/bucket-tags.js';
 import { S3Error } from './errors.js';
 import { readSmallBody } from './payload.js';
-import { authorize, header, sendEmpty, sendXml, versionIdOf, type S3Request } from './request.js';
+import { addressedObject, authorize, header, sendEmpty, sendXml, versionIdOf, type S3Request } from './request.js';
 import { doc, el, parseXml } from './xml.js';
 
 /** S3's limits on a tag set: an object's, a bucket's. */
@@ -58,13 +57,10 @@ export function taggingCountHeader(tags: Record<string, string>): Record<string,
   return n > 0 ? { 'x-amz-tagging-count': String(n) } : {};
 }
 
-
 export async function getObjectTaggingOp(r: S3Request, bucket: Bucket): Promise<void> {
   const versionId = versionIdOf(r);
   await authorize(r, versionId !== null ? 'object-read-version' : 'object-read', { type: 'object', bucketId: bucket.id, key: r.key, ...(versionId ? { id: versionId } : {}) });
-  const v = versionId !== null ? await findVersion(r.ctx.db, bucket.id, r.key, versionId) : await findHead(r.ctx.db, bucket.id, r.key);
-  if (!v) throw new S3Error(versionId !== null ? 'NoSuchVersion' : 'NoSuchKey');
-  if (!v.file) throw new S3Error(versionId !== null ? 'MethodNotAllowed' : 'NoSuchKey', versionId !== null ? 'The specified method is not allowed against a delete marker.' : undefined);
+  const v = await addressedObject(r, bucket.id, versionId);
   sendXml(r, renderTagging(v.tags), 200, { 'x-amz-version-id': v.versionId });
 }
 

@@ -89,6 +89,15 @@ function storageClassError(value: string): S3Error | null {
 }
 
 /**
+ * The refusal of a header's values, each judged by `judge`: an unknown value's (4xx) before a
+ * NotImplemented, as S3 refuses the unknown value first; null when every value is accepted.
+ */
+function valueRefusal(values: readonly string[] | undefined, judge: (value: string) => S3Error | null): S3Error | null {
+  const refusals = (values ?? []).map(judge).filter((e) => e !== null);
+  return refusals.find((e) => e.status < 500) ?? refusals[0] ?? null;
+}
+
+/**
  * The NotImplemented answer for a request carrying such a header, or null. `publicObject`: the
  * request writes an object of a publicly readable bucket (see cannedAclError).
  */
@@ -97,13 +106,8 @@ export function unsupportedHeaderError(headers: RequestHeaders, publicObject = f
     const what = REFUSED.get(name);
     if (what) return new S3Error('NotImplemented', `${what} (${name}) is not supported by files-rest.`);
   }
-  // Each value an InvalidArgument first, then a NotImplemented (S3 refuses the unknown value first).
-  const acl = (headers.get('x-amz-acl') ?? []).map((v) => cannedAclError(v, publicObject)).filter((e) => e !== null);
-  const refusal = acl.find((e) => e.code === 'InvalidArgument') ?? acl[0];
+  const refusal = valueRefusal(headers.get('x-amz-acl'), (v) => cannedAclError(v, publicObject)) ?? valueRefusal(headers.get('x-amz-storage-class'), storageClassError);
   if (refusal) return refusal;
-  const classes = (headers.get('x-amz-storage-class') ?? []).map(storageClassError).filter((e) => e !== null);
-  const classRefusal = classes.find((e) => e.code === 'InvalidStorageClass') ?? classes[0];
-  if (classRefusal) return classRefusal;
   const lock = headers.get('x-amz-bucket-object-lock-enabled');
   if (lock && lock.some((v) => v.trim().toLowerCase() !== 'false')) {
     return new S3Error('NotImplemented', 'Object Lock (x-amz-bucket-object-lock-enabled) is not supported by files-rest.');
