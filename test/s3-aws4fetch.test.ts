@@ -24,10 +24,8 @@ import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
 import { AwsClient, AwsV4Signer } from 'aws4fetch';
 import { GetObjectCommand, HeadObjectCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
-import { createAccessKey } from '../src/s3/access-keys.js';
-import { requireServerKeys } from '../src/auth/server-key.js';
 import { startTestServer, type TestServer } from './support/server.js';
-import { multipartEtag } from './support/s3-door.js';
+import { doorClient, multipartEtag, newDoorKey } from './support/s3-door.js';
 
 const SERVER_KEY = randomBytes(32).toString('base64');
 const MiB = 1024 * 1024;
@@ -146,11 +144,11 @@ describe('S3 door: aws4fetch (AwsClient) as it is', () => {
 
   before(async () => {
     t = await startTestServer({ FILES_REST_S3_PORT: 'auto', FILES_REST_PERMISSION_FACTORY: 'token', FILES_REST_SERVER_KEY: SERVER_KEY });
-    const k = await createAccessKey(t.server.core.ctx.db, requireServerKeys(t.config, null, { create: true }));
-    accessKeyId = k.info.accessKeyId;
+    const k = await newDoorKey(t);
+    accessKeyId = k.accessKeyId;
     secretAccessKey = k.secret;
     aws = new AwsClient({ accessKeyId, secretAccessKey, service: 's3', region: 'us-east-1' });
-    s3 = new S3Client({ endpoint: t.s3Url, region: 'us-east-1', forcePathStyle: true, credentials: { accessKeyId, secretAccessKey } });
+    s3 = doorClient(t, k);
   });
 
   after(async () => {

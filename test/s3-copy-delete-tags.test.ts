@@ -34,10 +34,8 @@ import { createBucket, getLiveBucket } from '../src/domain/buckets.js';
 import { createLocation } from '../src/domain/locations.js';
 import { findVersion, putObject } from '../src/domain/objects.js';
 import { resolveBucket } from '../src/s3/names.js';
-import { createAccessKey } from '../src/s3/access-keys.js';
-import { requireServerKeys } from '../src/auth/server-key.js';
 import { fileRemovalsSettled, startTestServer, storedFiles, testStorage, type TestServer } from './support/server.js';
-import { s3Code } from './support/s3-door.js';
+import { doorClient, newDoorKey, s3Code } from './support/s3-door.js';
 
 const AWS_CLI = '/usr/bin/aws';
 const SERVER_KEY = randomBytes(32).toString('base64');
@@ -61,10 +59,10 @@ describe('S3 CopyObject, DeleteObjects, tagging', () => {
 
   before(async () => {
     t = await startTestServer({ FILES_REST_S3_PORT: 'auto', FILES_REST_SERVER_KEY: SERVER_KEY });
-    const k = await createAccessKey(t.server.core.ctx.db, requireServerKeys(t.config, null, { create: true }));
-    id = k.info.accessKeyId;
+    const k = await newDoorKey(t);
+    id = k.accessKeyId;
     secret = k.secret;
-    s3 = new S3Client({ endpoint: t.s3Url, region: 'us-east-1', forcePathStyle: true, credentials: { accessKeyId: id, secretAccessKey: secret } });
+    s3 = doorClient(t, k);
   });
   after(async () => {
     s3?.destroy();

@@ -13,11 +13,10 @@ import { createHash, randomBytes } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createAccessKey } from '../src/s3/access-keys.js';
-import { requireServerKeys } from '../src/auth/server-key.js';
 import { createToken } from '../src/auth/tokens.js';
 import { findLiveBucketByName } from '../src/domain/buckets.js';
 import { startTestServer, type TestServer } from './support/server.js';
+import { newDoorKey } from './support/s3-door.js';
 
 const SERVER_KEY = randomBytes(32).toString('base64');
 const MARK = '\n%{http_code}';
@@ -69,8 +68,8 @@ describe('S3 door: curl --aws-sigv4', () => {
 
   before(async () => {
     t = await startTestServer({ FILES_REST_S3_PORT: 'auto', FILES_REST_PERMISSION_FACTORY: 'token', FILES_REST_SERVER_KEY: SERVER_KEY });
-    const k = await createAccessKey(t.server.core.ctx.db, requireServerKeys(t.config, null, { create: true }));
-    user = `${k.info.accessKeyId}:${k.secret}`;
+    const k = await newDoorKey(t);
+    user = `${k.accessKeyId}:${k.secret}`;
     token = (await createToken(t.server.core.ctx.db)).token;
     dir = await mkdtemp(join(tmpdir(), 's3-curl-'));
     curlVersion = await new Promise((resolve) => execFile('curl', ['--version'], (_e, out) => resolve(String(out).split('\n')[0] ?? '')));

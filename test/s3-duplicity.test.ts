@@ -51,10 +51,8 @@ import {
   ListObjectsV2Command,
   paginateListObjectsV2,
 } from '@aws-sdk/client-s3';
-import { createAccessKey } from '../src/s3/access-keys.js';
-import { requireServerKeys } from '../src/auth/server-key.js';
 import { startTestServer, testStorage, type TestServer } from './support/server.js';
-import { s3Code } from './support/s3-door.js';
+import { doorClient, newDoorKey, s3Code } from './support/s3-door.js';
 import { findOrInstall } from './support/system.js';
 
 const SERVER_KEY = randomBytes(32).toString('base64');
@@ -268,10 +266,10 @@ describe('duplicity backs up a directory to the S3 door (boto3+s3)', { skip: ski
       return;
     }
     t = await startTestServer({ FILES_REST_S3_PORT: 'auto', FILES_REST_PERMISSION_FACTORY: 'token', FILES_REST_SERVER_KEY: SERVER_KEY });
-    const k = await createAccessKey(t.server.core.ctx.db, requireServerKeys(t.config, null, { create: true }));
-    accessKeyId = k.info.accessKeyId;
+    const k = await newDoorKey(t);
+    accessKeyId = k.accessKeyId;
     secret = k.secret;
-    s3 = new S3Client({ endpoint: t.s3Url, region: 'us-east-1', forcePathStyle: true, credentials: { accessKeyId, secretAccessKey: secret } });
+    s3 = doorClient(t, k);
     bucket = `duplicity-${randomBytes(4).toString('hex')}`;
     await s3.send(new CreateBucketCommand({ Bucket: bucket }));
     url = `boto3+s3://${bucket}/${PREFIX.replace(/\/$/, '')}`;

@@ -11,12 +11,11 @@ import { createHash, createHmac, randomBytes } from 'node:crypto';
 import { SignatureV4 } from '@smithy/signature-v4';
 import { Sha256 } from '@smithy/core/checksum';
 import { HttpRequest } from '@smithy/core/protocols';
-import { createAccessKey } from '../src/s3/access-keys.js';
-import { requireServerKeys } from '../src/auth/server-key.js';
 import zlib from 'node:zlib';
 import { prng } from './support/bytes.js';
 import { rawExchange, type RawSocketResult } from './support/raw-http.js';
 import { fileRemovalsSettled, startTestServer, storedFiles, type TestServer } from './support/server.js';
+import { newDoorKey } from './support/s3-door.js';
 
 const SERVER_KEY = randomBytes(32).toString('base64');
 const REGION = 'us-east-1';
@@ -64,8 +63,8 @@ describe('Fuzz over raw sockets: malformed S3 requests', () => {
 
   before(async () => {
     t = await startTestServer({ FILES_REST_S3_PORT: 'auto', FILES_REST_PERMISSION_FACTORY: 'token', FILES_REST_SERVER_KEY: SERVER_KEY });
-    const k = await createAccessKey(t.server.core.ctx.db, requireServerKeys(t.config, null, { create: true }));
-    id = k.info.accessKeyId;
+    const k = await newDoorKey(t);
+    id = k.accessKeyId;
     secret = k.secret;
     const u = new URL(t.s3Url);
     port = Number(u.port);

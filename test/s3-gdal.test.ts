@@ -39,10 +39,8 @@ import {
   S3Client,
 } from '@aws-sdk/client-s3';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
-import { createAccessKey } from '../src/s3/access-keys.js';
-import { requireServerKeys } from '../src/auth/server-key.js';
 import { startTestServer, testStorage, type TestServer } from './support/server.js';
-import { multipartEtag, s3Code } from './support/s3-door.js';
+import { doorClient, multipartEtag, newDoorKey, s3Code } from './support/s3-door.js';
 import { findOrInstall } from './support/system.js';
 
 const SERVER_KEY = randomBytes(32).toString('base64');
@@ -275,11 +273,11 @@ describe('GDAL reads and writes geospatial data through the S3 door (/vsis3/)', 
       return;
     }
     t = await startTestServer({ FILES_REST_S3_PORT: 'auto', FILES_REST_PERMISSION_FACTORY: 'token', FILES_REST_SERVER_KEY: SERVER_KEY });
-    const k = await createAccessKey(t.server.core.ctx.db, requireServerKeys(t.config, null, { create: true }));
-    accessKeyId = k.info.accessKeyId;
+    const k = await newDoorKey(t);
+    accessKeyId = k.accessKeyId;
     secret = k.secret;
     endpoint = new URL(t.s3Url).host;
-    s3 = new S3Client({ endpoint: t.s3Url, region: 'us-east-1', forcePathStyle: true, credentials: { accessKeyId, secretAccessKey: secret } });
+    s3 = doorClient(t, k);
     bucket = `gdal-${randomBytes(4).toString('hex')}`;
     await s3.send(new CreateBucketCommand({ Bucket: bucket }));
     work = await mkdtemp(join(tmpdir(), 'files-rest-gdal-'));

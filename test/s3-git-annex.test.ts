@@ -50,10 +50,8 @@ import {
   PutObjectCommand,
   S3Client,
 } from '@aws-sdk/client-s3';
-import { createAccessKey } from '../src/s3/access-keys.js';
-import { requireServerKeys } from '../src/auth/server-key.js';
 import { startTestServer, testStorage, type TestServer } from './support/server.js';
-import { multipartEtag, s3Code } from './support/s3-door.js';
+import { doorClient, multipartEtag, newDoorKey, s3Code } from './support/s3-door.js';
 import { findOrInstall } from './support/system.js';
 
 const SERVER_KEY = randomBytes(32).toString('base64');
@@ -263,11 +261,11 @@ describe('git-annex S3 special remotes through the S3 door', { skip: skipOnS3 },
       return;
     }
     t = await startTestServer({ FILES_REST_S3_PORT: 'auto', FILES_REST_PERMISSION_FACTORY: 'token', FILES_REST_SERVER_KEY: SERVER_KEY });
-    const k = await createAccessKey(t.server.core.ctx.db, requireServerKeys(t.config, null, { create: true }));
-    accessKeyId = k.info.accessKeyId;
+    const k = await newDoorKey(t);
+    accessKeyId = k.accessKeyId;
     secret = k.secret;
     port = Number(new URL(t.s3Url).port);
-    s3 = new S3Client({ endpoint: t.s3Url, region: 'us-east-1', forcePathStyle: true, credentials: { accessKeyId, secretAccessKey: secret } });
+    s3 = doorClient(t, k);
     work = await mkdtemp(join(tmpdir(), 'files-rest-git-annex-'));
     home = join(work, 'home');
     await mkdir(home);

@@ -9,10 +9,9 @@ import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { CreateBucketCommand, GetObjectCommand, GetObjectTaggingCommand, HeadObjectCommand, ListObjectVersionsCommand, PutBucketCorsCommand, S3Client } from '@aws-sdk/client-s3';
 import { createPresignedPost } from '@aws-sdk/s3-presigned-post';
-import { createAccessKey } from '../src/s3/access-keys.js';
-import { requireServerKeys } from '../src/auth/server-key.js';
 import { signingKey } from '../src/s3/signing-key.js';
 import { startTestServer, storedFiles, type TestServer } from './support/server.js';
+import { doorClient, newDoorKey } from './support/s3-door.js';
 import { startWebApp } from './support/web-app.js';
 
 const SERVER_KEY = randomBytes(32).toString('base64');
@@ -55,10 +54,10 @@ describe('S3 door: PostObject (browser form uploads)', () => {
 
   before(async () => {
     t = await startTestServer({ FILES_REST_S3_PORT: 'auto', FILES_REST_PERMISSION_FACTORY: 'token', FILES_REST_SERVER_KEY: SERVER_KEY });
-    const k = await createAccessKey(t.server.core.ctx.db, requireServerKeys(t.config, null, { create: true }));
-    id = k.info.accessKeyId;
+    const k = await newDoorKey(t);
+    id = k.accessKeyId;
     secret = k.secret;
-    s3 = new S3Client({ endpoint: t.s3Url, region: 'us-east-1', forcePathStyle: true, credentials: { accessKeyId: id, secretAccessKey: secret } });
+    s3 = doorClient(t, k);
     await s3.send(new CreateBucketCommand({ Bucket: 'forms' }));
     bucketId = (await t.server.core.ctx.db.selectFrom('buckets').select('id').where('name', '=', 'forms').executeTakeFirstOrThrow()).id;
   });

@@ -36,10 +36,8 @@ import {
   PutObjectCommand,
   S3Client,
 } from '@aws-sdk/client-s3';
-import { createAccessKey } from '../src/s3/access-keys.js';
-import { requireServerKeys } from '../src/auth/server-key.js';
 import { startTestServer, testStorage, type TestServer } from './support/server.js';
-import { s3Code } from './support/s3-door.js';
+import { doorClient, newDoorKey, s3Code } from './support/s3-door.js';
 import { findOrInstall } from './support/system.js';
 
 const SERVER_KEY = randomBytes(32).toString('base64');
@@ -230,13 +228,13 @@ describe('s3fs-fuse mounts a bucket through the S3 door', { skip: skipOnS3 }, ()
     process.on('exit', onExit);
     for (const s of SIGNALS) process.on(s, onSignal);
     t = await startTestServer({ FILES_REST_S3_PORT: 'auto', FILES_REST_PERMISSION_FACTORY: 'token', FILES_REST_SERVER_KEY: SERVER_KEY });
-    const k = await createAccessKey(t.server.core.ctx.db, requireServerKeys(t.config, null, { create: true }));
-    s3 = new S3Client({ endpoint: t.s3Url, region: 'us-east-1', forcePathStyle: true, credentials: { accessKeyId: k.info.accessKeyId, secretAccessKey: k.secret } });
+    const k = await newDoorKey(t);
+    s3 = doorClient(t, k);
     bucket = `s3fs-${randomBytes(4).toString('hex')}`;
     await s3.send(new CreateBucketCommand({ Bucket: bucket }));
     work = await mkdtemp(join(tmpdir(), 'files-rest-s3fs-'));
     passwd = join(work, 'passwd-s3fs');
-    await writeFile(passwd, `${k.info.accessKeyId}:${k.secret}\n`, { mode: 0o600 });
+    await writeFile(passwd, `${k.accessKeyId}:${k.secret}\n`, { mode: 0o600 });
     const m = await mount('mnt', ['-o', 'nomixupload']);
     if ('skip' in m) {
       skip = m.skip;

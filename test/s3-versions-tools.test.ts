@@ -35,10 +35,8 @@ import {
   S3Client,
   UploadPartCommand,
 } from '@aws-sdk/client-s3';
-import { createAccessKey } from '../src/s3/access-keys.js';
-import { requireServerKeys } from '../src/auth/server-key.js';
 import { startTestServer, testStorage, type TestServer } from './support/server.js';
-import { s3Code } from './support/s3-door.js';
+import { doorClient, newDoorKey, s3Code } from './support/s3-door.js';
 import { findOrInstall } from './support/system.js';
 
 const SERVER_KEY = randomBytes(32).toString('base64');
@@ -81,10 +79,10 @@ describe('S3 door: versions, multipart housekeeping and metadata through rclone 
 
   before(async () => {
     t = await startTestServer({ FILES_REST_S3_PORT: 'auto', FILES_REST_PERMISSION_FACTORY: 'token', FILES_REST_SERVER_KEY: SERVER_KEY });
-    const k = await createAccessKey(t.server.core.ctx.db, requireServerKeys(t.config, null, { create: true }));
-    id = k.info.accessKeyId;
+    const k = await newDoorKey(t);
+    id = k.accessKeyId;
     secret = k.secret;
-    s3 = new S3Client({ endpoint: t.s3Url, region: 'us-east-1', forcePathStyle: true, credentials: { accessKeyId: id, secretAccessKey: secret } });
+    s3 = doorClient(t, k);
     work = await mkdtemp(join(tmpdir(), 'files-rest-s3-versions-tools-'));
     await mkdir(join(work, 'rclone-home'));
     rcloneEnv = {

@@ -2,7 +2,10 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { Readable } from 'node:stream';
-import { S3ServiceException } from '@aws-sdk/client-s3';
+import { S3Client, S3ServiceException, type S3ClientConfig } from '@aws-sdk/client-s3';
+import { requireServerKeys } from '../../src/auth/server-key.js';
+import { createAccessKey } from '../../src/s3/access-keys.js';
+import type { TestServer } from './server.js';
 
 /** The S3 error a call fails with (its code and HTTP status); fails the test if the call succeeds. */
 export async function s3Code(p: Promise<unknown>): Promise<{ name: string; status: number | undefined }> {
@@ -57,4 +60,15 @@ export async function rejectionWithin(p: Promise<unknown>, ms: number): Promise<
     clearTimeout(timer);
   }
   assert.fail('expected the call to fail');
+}
+
+/** A new access key of the test server (every action, every bucket), with its secret. */
+export async function newDoorKey(t: TestServer): Promise<{ accessKeyId: string; secret: string }> {
+  const k = await createAccessKey(t.server.core.ctx.db, requireServerKeys(t.config, null, { create: true }));
+  return { accessKeyId: k.info.accessKeyId, secret: k.secret };
+}
+
+/** The AWS SDK v3 on the test server's S3 door with that key: path-style, us-east-1, its defaults otherwise. */
+export function doorClient(t: TestServer, key: { accessKeyId: string; secret: string }, extra: Partial<S3ClientConfig> = {}): S3Client {
+  return new S3Client({ endpoint: t.s3Url, region: 'us-east-1', forcePathStyle: true, credentials: { accessKeyId: key.accessKeyId, secretAccessKey: key.secret }, ...extra });
 }
