@@ -167,6 +167,15 @@ describe('S3 door', () => {
     const text = await e.text();
     assert.match(text, /<Code>AccessDenied<\/Code>/);
     assert.match(text, /expired/);
+    // The SDK's presigner moves the metadata into the query (x-amz-meta-*, signed there): stored as
+    // S3 stores it, where the door dropped it before session 25.
+    const withMeta = await getSignedUrl(s3, new PutObjectCommand({ Bucket: 'presigned', Key: 'meta.txt', Metadata: { color: 'blue', shade: 'dark' } }), { expiresIn: 300 });
+    assert.match(withMeta, /[?&]x-amz-meta-color=blue(&|$)/);
+    const m = await fetch(withMeta, { method: 'PUT', body: 'with metadata', headers: { 'x-amz-meta-shade': 'light' } });
+    assert.equal(m.status, 403, 'an x-amz-* header the URL did not sign is refused');
+    const m2 = await fetch(withMeta, { method: 'PUT', body: 'with metadata' });
+    assert.equal(m2.status, 200, await m2.text());
+    assert.deepEqual((await s3.send(new HeadObjectCommand({ Bucket: 'presigned', Key: 'meta.txt' }))).Metadata, { color: 'blue', shade: 'dark' });
   });
 
   it('Expect: 100-continue: the 100 comes once the request is authenticated; a refused one is answered without it, its body never sent', async () => {
@@ -332,7 +341,7 @@ describe('S3 door', () => {
     assert.deepEqual(await s3Code(s3.send(new PutBucketAclCommand({ Bucket: 'acls', GrantRead: `id="${owner.ID}"` }))), { name: 'NotImplemented', status: 501 });
     assert.deepEqual((await s3.send(new GetBucketAclCommand({ Bucket: 'acls' }))).Grants, expected);
     assert.deepEqual(await s3Code(s3.send(new GetObjectAclCommand({ Bucket: 'acls', Key: 'none' }))), { name: 'NoSuchKey', status: 404 });
-    assert.deepEqual(await s3Code(s3.send(new GetObjectAclCommand({ Bucket: 'acls', Key: 'k', VersionId: 'no-such-version' }))), { name: 'NoSuchVersion', status: 404 });
+    assert.deepEqual(await s3Code(s3.send(new GetObjectAclCommand({ Bucket: 'acls', Key: 'k', VersionId: '00000000-0000-4000-8000-000000000000' }))), { name: 'NoSuchVersion', status: 404 });
   });
 
   it('ACLs of a publicly readable bucket: its objects are answered public-read (AllUsers READ) and may be set so, never private; its listing stays private', async () => {
@@ -594,6 +603,36 @@ describe('S3 door', () => {
     assert.equal(bucket.size, body.length + other.length);
     const json = (await (await fetch(`${t.files}/${b.id}`, { headers: auth })).json()) as { size: number };
     assert.equal(json.size, body.length + other.length);
+  });
+
+  it('version ids: one no version can have is InvalidArgument everywhere (a DELETE of it deletes nothing); an unknown well-formed one is NoSuchVersion, its DELETE 204', async () => {
+    await s3.send(new CreateBucketCommand({ Bucket: 'version-ids' }));
+    const put = await s3.send(new PutObjectCommand({ Bucket: 'version-ids', Key: 'k', Body: 'kept' }));
+    const unknown = '00000000-0000-4000-8000-000000000000';
+    const invalid = { name: 'InvalidArgument', status: 400 };
+    for (const bad of ['garbage', `${put.VersionId}x`, ' ']) {
+      assert.deepEqual(await s3Code(s3.send(new GetObjectCommand({ Bucket: 'version-ids', Key: 'k', VersionId: bad }))), invalid, bad);
+      // A HEAD's error has no body: only its status tells.
+      assert.equal((await s3Code(s3.send(new HeadObjectCommand({ Bucket: 'version-ids', Key: 'k', VersionId: bad })))).status, 400, bad);
+      assert.deepEqual(await s3Code(s3.send(new DeleteObjectCommand({ Bucket: 'version-ids', Key: 'k', VersionId: bad }))), invalid, bad);
+      assert.deepEqual(await s3Code(s3.send(new GetObjectAclCommand({ Bucket: 'version-ids', Key: 'k', VersionId: bad }))), invalid, bad);
+      assert.deepEqual(await s3Code(s3.send(new CopyObjectCommand({ Bucket: 'version-ids', Key: 'copy', CopySource: `version-ids/k?versionId=${encodeURIComponent(bad)}` }))), invalid, bad);
+    }
+    const raw = await fetch(await getSignedUrl(s3, new GetObjectCommand({ Bucket: 'version-ids', Key: 'k', VersionId: 'garbage' }), { expiresIn: 300 }));
+    assert.equal(raw.status, 400);
+    const text = await raw.text();
+    assert.match(text, /<Code>InvalidArgument<\/Code><Message>Invalid version id specified<\/Message>/);
+    assert.match(text, /<ArgumentName>versionId<\/ArgumentName><ArgumentValue>garbage<\/ArgumentValue>/);
+    // Well-formed: not there.
+    assert.deepEqual(await s3Code(s3.send(new GetObjectCommand({ Bucket: 'version-ids', Key: 'k', VersionId: unknown }))), { name: 'NoSuchVersion', status: 404 });
+    assert.deepEqual(await s3Code(s3.send(new GetObjectCommand({ Bucket: 'version-ids', Key: 'k', VersionId: 'null' }))), { name: 'NoSuchVersion', status: 404 });
+    assert.equal((await s3.send(new DeleteObjectCommand({ Bucket: 'version-ids', Key: 'k', VersionId: unknown }))).VersionId, unknown);
+    assert.deepEqual(await s3Code(s3.send(new CopyObjectCommand({ Bucket: 'version-ids', Key: 'copy', CopySource: `version-ids/k?versionId=${unknown}` }))), { name: 'NoSuchVersion', status: 404 });
+    // Nothing was deleted or copied: the one version is still there.
+    const versions = await s3.send(new ListObjectVersionsCommand({ Bucket: 'version-ids' }));
+    assert.deepEqual(versions.Versions?.map((v) => [v.Key, v.VersionId]), [['k', put.VersionId]]);
+    assert.equal(versions.DeleteMarkers, undefined);
+    assert.equal(await (await s3.send(new GetObjectCommand({ Bucket: 'version-ids', Key: 'k', VersionId: put.VersionId }))).Body!.transformToString(), 'kept');
   });
 
   it('bucket names: CreateBucket names a bucket, the REST JSON shows it, the id addresses it too; rules enforced', async () => {

@@ -164,7 +164,7 @@ export async function putBucketAclOp(r: S3Request, bucket: Bucket): Promise<void
 }
 
 export async function getObjectAclOp(r: S3Request, bucket: Bucket): Promise<void> {
-  const versionId = r.query.get('versionId');
+  const versionId = versionIdOf(r);
   await authorize(r, versionId !== null ? 'object-read-version' : 'object-read', { type: 'object', bucketId: bucket.id, key: r.key, ...(versionId ? { id: versionId } : {}) });
   const id = await objectOf(r, bucket);
   sendXml(r, renderAcl(bucket.publicRead === true), 200, { 'x-amz-version-id': id });

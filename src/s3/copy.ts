@@ -16,31 +16,8 @@ import { resolveBucket } from './names.js';
 import { dateSeconds, etagMatches, etagOf, metadataOf, s3EtagOf, writePrecondition } from './objects.js';
 import { authorize, header, sendXml, type S3Request } from './request.js';
 import { taggingHeader } from './tagging.js';
-import { percentDecodeBytes } from './uri.js';
 import { doc, el } from './xml.js';
-
-/** `x-amz-copy-source`: `[/]bucket/key[?versionId=id]`, the key URL-encoded. */
-function parseCopySource(value: string): { bucketName: string; key: string; versionId: string | null } {
-  let text = value.trim();
-  let versionId: string | null = null;
-  const q = text.indexOf('?');
-  if (q !== -1) {
-    const params = new URLSearchParams(text.slice(q + 1));
-    versionId = params.get('versionId');
-    if (versionId === '') throw new S3Error('InvalidArgument', 'Version id cannot be the empty string.');
-    text = text.slice(0, q);
-  }
-  if (text.startsWith('/')) text = text.slice(1);
-  let decoded: string;
-  try {
-    decoded = new TextDecoder('utf-8', { fatal: true }).decode(percentDecodeBytes(text));
-  } catch {
-    throw new S3Error('InvalidArgument', 'Invalid copy source encoding.');
-  }
-  const slash = decoded.indexOf('/');
-  if (slash <= 0 || slash === decoded.length - 1) throw new S3Error('InvalidArgument', 'Copy Source must mention the source bucket and key: sourcebucket/sourcekey.');
-  return { bucketName: decoded.slice(0, slash), key: decoded.slice(slash + 1), versionId };
-}
+import { parseCopySource } from './copy-source.js';
 
 function directive(r: S3Request, name: string): 'COPY' | 'REPLACE' {
   const v = header(r, name)?.trim().toUpperCase() ?? 'COPY';

@@ -11,7 +11,7 @@ import type { Bucket, ObjectVersion } from '../domain/models.js';
 import { getVersionMetadata, hardDeleteVersion, placeDeleteMarker, type DeleteCheck } from '../domain/objects.js';
 import { S3Error } from './errors.js';
 import { etagMatches, s3EtagOf } from './objects.js';
-import { authorize, header, sendEmpty, type S3Request } from './request.js';
+import { authorize, header, sendEmpty, versionIdOf, type S3Request } from './request.js';
 
 export interface DeleteCondition {
   /** An ETag (or `*`) the version must have. */
@@ -62,8 +62,7 @@ export function deleteCheck(c: DeleteCondition): DeleteCheck {
 }
 
 export async function deleteObjectOp(r: S3Request, bucket: Bucket): Promise<void> {
-  const versionId = r.query.get('versionId');
-  if (versionId === '') throw new S3Error('InvalidArgument', 'Version id cannot be the empty string.');
+  const versionId = versionIdOf(r);
   const condition = parseDeleteCondition({
     ifMatch: header(r, 'if-match'),
     lastModified: header(r, 'x-amz-if-match-last-modified-time'),

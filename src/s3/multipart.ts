@@ -27,11 +27,11 @@ import { metadataOf, writePrecondition } from './objects.js';
 import { taggingHeader } from './tagging.js';
 import { openPayload, readSmallBody } from './payload.js';
 import { authorize, header, sendEmpty, sendXml, type S3Request } from './request.js';
-import { percentDecodeBytes } from './uri.js';
 import { watchBody } from '../http/body-watch.js';
 import { s3UrlEncode } from './listings.js';
 import { childText, doc, el, parseXml } from './xml.js';
 import { createChecksumHasher, CHECKSUM_ALGORITHMS } from './checksums.js';
+import { parseCopySource } from './copy-source.js';
 import {
   completionCheck,
   declarationHeaders,
@@ -124,24 +124,8 @@ export async function uploadPartOp(r: S3Request, bucket: Bucket): Promise<void> 
   sendEmpty(r, 200, { etag: md5Etag(part.checksum), ...payload.checksums });
 }
 
-/** `/bucket/key?versionId=v` of x-amz-copy-source, decoded. */
-function parseCopySource(text: string): { bucketName: string; key: string; versionId: string | null } {
-  const q = text.indexOf('?');
-  const path = (q === -1 ? text : text.slice(0, q)).replace(/^\//, '');
-  const params = new URLSearchParams(q === -1 ? '' : text.slice(q + 1));
-  const slash = path.indexOf('/');
-  if (slash <= 0 || slash === path.length - 1) throw new S3Error('InvalidArgument', 'x-amz-copy-source must be /bucket/key.');
-  let decoded: string[];
-  try {
-    decoded = [path.slice(0, slash), path.slice(slash + 1)].map((s) => new TextDecoder('utf-8', { fatal: true }).decode(percentDecodeBytes(s)));
-  } catch {
-    throw new S3Error('InvalidArgument', 'x-amz-copy-source is not valid UTF-8 after percent-decoding.');
-  }
-  return { bucketName: decoded[0]!, key: decoded[1]!, versionId: params.get('versionId') };
-}
-
 async function uploadPartCopy(r: S3Request, u: MultipartUpload, partNumber: number): Promise<void> {
-  const src = parseCopySource(header(r, 'x-amz-copy-source')!.trim());
+  const src = parseCopySource(header(r, 'x-amz-copy-source')!);
   const srcBucket = await resolveBucket(r.ctx.db, src.bucketName);
   if (!srcBucket) throw new S3Error('NoSuchBucket', undefined, { BucketName: src.bucketName });
   await authorize(r, src.versionId ? 'object-read-version' : 'object-read', { type: 'object', bucketId: srcBucket.id, key: src.key, ...(src.versionId ? { id: src.versionId } : {}) });

@@ -13,7 +13,7 @@ import { pumpFile, VerifyingStream } from '../http/file-pump.js';
 import { S3Error } from './errors.js';
 import { openPayload } from './payload.js';
 import { readChecksumHeaders } from './multipart-checksums.js';
-import { authorize, header, sendEmpty, type S3Request } from './request.js';
+import { authorize, header, sendEmpty, versionIdOf, type S3Request } from './request.js';
 import { toS3Error } from './error-map.js';
 import { taggingCountHeader, taggingHeader } from './tagging.js';
 
@@ -67,6 +67,14 @@ export function metadataOf(r: S3Request): Record<string, string> {
   for (const name of r.headers.keys()) {
     if (!name.startsWith('x-amz-meta-')) continue;
     const v = header(r, name)!;
+    userBytes += name.length - 'x-amz-meta-'.length + Buffer.byteLength(v);
+    out[name] = v;
+  }
+  // In the query too, as S3 and MinIO read them: presigners hoist x-amz-meta-* there (the AWS SDK v3's
+  // getSignedUrl, boto 2's generate_url), where the signature covers them. A header of the same name wins.
+  for (const [rawName, v] of r.query) {
+    const name = rawName.toLowerCase();
+    if (!name.startsWith('x-amz-meta-') || name in out) continue;
     userBytes += name.length - 'x-amz-meta-'.length + Buffer.byteLength(v);
     out[name] = v;
   }
@@ -191,8 +199,7 @@ export async function versionToRead<T = undefined>(
   prefetchedHead?: { version: ObjectVersion; metadata: Record<string, string> | null } | null,
   early?: () => T,
 ): Promise<{ version: ObjectVersion; meta: Record<string, string>; checked: T | undefined }> {
-  const versionId = r.query.get('versionId');
-  if (versionId === '') throw new S3Error('InvalidArgument', 'Version id cannot be the empty string.');
+  const versionId = versionIdOf(r);
   await authorize(r, versionId !== null ? 'object-read-version' : 'object-read', { type: 'object', bucketId: bucket.id, key: r.key, ...(versionId ? { id: versionId } : {}) });
   const checked = early?.();
   let version: ObjectVersion;

@@ -12,6 +12,7 @@ import { findHead, findVersion } from '../domain/objects.js';
 import type { UsableAccessKey } from './access-keys.js';
 import { renderS3ErrorXml, S3Error } from './errors.js';
 import { headerText, type RequestHeaders, type VerifiedSigV4 } from './sigv4.js';
+import { isUuid } from '../util/ids.js';
 import type { VerifiedSigV2 } from './sigv2.js';
 
 export interface S3Request {
@@ -143,11 +144,21 @@ export function header(r: { headers: RequestHeaders }, name: string): string | u
   return headerText(r.headers, name);
 }
 
-/** The `versionId` a request names, or null; an empty one is InvalidArgument, as S3 answers. */
-export function versionIdOf(r: S3Request): string | null {
-  const v = r.query.get('versionId');
-  if (v === '') throw new S3Error('InvalidArgument', 'Version id cannot be the empty string.');
+/**
+ * A version id as named by a client (`versionId`, a copy source's `?versionId=`): an empty one, or one
+ * that no version of files-rest can have (not a UUID, nor S3's `null`), is InvalidArgument, as S3 and
+ * MinIO answer ("Invalid version id specified"), rather than NoSuchVersion, or a DeleteObject's 204.
+ */
+export function checkedVersionId(v: string | null, argumentName = 'versionId'): string | null {
+  if (v === null) return null;
+  if (v === '') throw new S3Error('InvalidArgument', 'Version id cannot be the empty string.', { ArgumentName: argumentName, ArgumentValue: v });
+  if (v !== 'null' && !isUuid(v)) throw new S3Error('InvalidArgument', 'Invalid version id specified', { ArgumentName: argumentName, ArgumentValue: v });
   return v;
+}
+
+/** The `versionId` a request names, or null (see checkedVersionId). */
+export function versionIdOf(r: S3Request): string | null {
+  return checkedVersionId(r.query.get('versionId'));
 }
 
 /**

@@ -59,10 +59,21 @@ function decode(value: string): string | null {
   }
 }
 
-/** `x-amz-*` headers as SigV2 signs them: lower-case names, sorted, values trimmed, repeated ones joined with `,`. */
-function canonicalAmzHeaders(headers: RequestHeaders): string {
-  const names = [...headers.keys()].filter((n) => n.startsWith('x-amz-')).sort();
-  return names.map((n) => `${n}:${headers.get(n)!.map((v) => v.replace(/\s+/g, ' ').trim()).join(',')}\n`).join('');
+/**
+ * `x-amz-*` headers as SigV2 signs them: lower-case names, sorted, values trimmed, repeated ones joined
+ * with `,`. A presigned URL's `x-amz-meta-*` query parameters count as headers (boto 2's generate_url
+ * moves the metadata it signs there; S3 and Ceph RGW sign them so), unless sent as headers as well.
+ */
+function canonicalAmzHeaders(headers: RequestHeaders, fromQuery: readonly { name: string; value: string | null }[] = []): string {
+  const all = new Map<string, readonly string[]>();
+  for (const [n, v] of headers) if (n.startsWith('x-amz-')) all.set(n, v);
+  for (const p of fromQuery) {
+    const n = p.name.toLowerCase();
+    if (!n.startsWith('x-amz-meta-') || headers.has(n)) continue;
+    all.set(n, [...(all.get(n) ?? []), p.value === null ? '' : decode(p.value) ?? p.value]);
+  }
+  const names = [...all.keys()].sort();
+  return names.map((n) => `${n}:${all.get(n)!.map((v) => v.replace(/\s+/g, ' ').trim()).join(',')}\n`).join('');
 }
 
 /**
@@ -118,7 +129,7 @@ export function parseSigV2(input: { method: string; rawPath: string; rawQuery: s
   const resources = canonicalResources(input.rawPath, params);
   if (resources instanceof S3Error) return resources;
   const head = `${input.method}\n${headerText(headers, 'content-md5')?.trim() ?? ''}\n${headerText(headers, 'content-type')?.trim() ?? ''}\n`;
-  const amz = canonicalAmzHeaders(headers);
+  const amz = canonicalAmzHeaders(headers, headerSigned ? [] : params);
 
   if (headerSigned) {
     const credentials = authorization.slice(4).trim();
