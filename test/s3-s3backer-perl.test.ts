@@ -35,10 +35,10 @@
 // as against AWS); the script then performs the same operation without them, and says so.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFile, spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -54,6 +54,7 @@ import {
 import { startTestServer, testStorage, type TestServer } from './support/server.js';
 import { doorClient, multipartEtag, newDoorKey, s3Code } from './support/s3-door.js';
 import { findOrInstall } from './support/system.js';
+import { fuseUnavailable, guardMounts, isMounted, NO_FUSE, unmount, type FuseMount } from './support/fuse.js';
 
 const SERVER_KEY = randomBytes(32).toString('base64');
 const PATH = '/usr/bin:/bin:/usr/sbin:/sbin';
@@ -109,25 +110,12 @@ const skipOnS3 = testStorage() === 's3' ? 'local-disk storage only (the S3-stora
 // ---------------------------------------------------------------------------------------------------
 
 const S3BACKER = '/usr/bin/s3backer';
-const fusermount = () => ['/usr/bin/fusermount', '/bin/fusermount', '/usr/bin/fusermount3', '/bin/fusermount3'].find((p) => existsSync(p)) ?? null;
-const UMOUNT = ['/usr/bin/umount', '/bin/umount'].find((p) => existsSync(p)) ?? 'umount';
-/** The libfuse / fusermount messages of a mount that is not permitted or not possible here. */
-const NO_FUSE = /^(fuse: |fusermount3?: ).*|.*\/dev\/fuse.*/m;
 const BLOCK = 256 * KiB;
 const SIZE = 16 * MiB;
 /** s3backer's object name for a block: the block number in 8 hex digits (after --prefix). */
 const blockName = (n: number) => n.toString(16).padStart(8, '0');
 
-/** Is `dir` a mount point now (its line in /proc/self/mountinfo; the names here need no escaping)? */
-async function isMounted(dir: string): Promise<boolean> {
-  const info = await readFile('/proc/self/mountinfo', 'utf8');
-  return info.split('\n').some((l) => l.split(' ')[4] === dir);
-}
-
-interface Mount {
-  dir: string;
-  child: ChildProcess;
-  exited: Promise<void>;
+interface Mount extends FuseMount {
   /** The last 256 KiB of s3backer's output (--debug-http: curl's request and answer headers). */
   log(): string;
   /** Counted from the whole output: If-Match headers, answers by status, DELETE paths, listing GETs. */
@@ -144,24 +132,9 @@ describe('s3backer 1.5.4 mounts a block device backed by the S3 door', { skip: s
   let skip: string | false = false;
   let main: Mount | undefined;
   const mounts: Mount[] = [];
+  let releaseGuard = () => {};
   /** What the 16 MiB file must hold: every write through the mount is applied here too. */
   const model = Buffer.alloc(SIZE);
-
-  async function unmount(m: Mount): Promise<void> {
-    const fm = fusermount();
-    if (await isMounted(m.dir)) {
-      const r = await run(fm ?? UMOUNT, fm ? ['-u', m.dir] : [m.dir], { timeout: 10_000 });
-      if (r.code !== 0) await run(fm ?? UMOUNT, fm ? ['-uz', m.dir] : ['-l', m.dir], { timeout: 10_000 });
-    }
-    if (m.child.exitCode === null && m.child.signalCode === null) {
-      await Promise.race([m.exited, sleep(10_000)]);
-      if (m.child.exitCode === null && m.child.signalCode === null) {
-        m.child.kill('SIGKILL');
-        await m.exited;
-      }
-    }
-    if (await isMounted(m.dir)) await run(UMOUNT, ['-l', m.dir], { timeout: 10_000 });
-  }
 
   /** s3backer's arguments for the door: short timeouts and retries, so that a failure shows at once. */
   function s3backerArgs(b: string, dir: string, extra: string[]): string[] {
@@ -296,32 +269,15 @@ describe('s3backer 1.5.4 mounts a block device backed by the S3 door', { skip: s
     }
   }
 
-  const onExit = () => {
-    const fm = fusermount();
-    for (const m of mounts) {
-      if (m.child.exitCode !== null || m.child.signalCode !== null) continue;
-      spawnSync(fm ?? UMOUNT, fm ? ['-uz', m.dir] : ['-l', m.dir], { stdio: 'ignore', timeout: 5000 });
-      m.child.kill('SIGKILL');
-    }
-  };
-  const SIGNALS: NodeJS.Signals[] = ['SIGTERM', 'SIGINT', 'SIGHUP'];
-  const onSignal = (sig: NodeJS.Signals) => {
-    onExit();
-    for (const s of SIGNALS) process.off(s, onSignal);
-    process.kill(process.pid, sig);
-  };
-
   before(async () => {
     const found = await findOrInstall('s3backer', [S3BACKER]);
     if (found.skip) skip = found.skip;
-    else if (!existsSync('/dev/fuse')) skip = '/dev/fuse does not exist: no FUSE here';
-    else if (!fusermount() && process.getuid?.() !== 0) skip = 'no fusermount and not root: cannot mount or unmount with FUSE';
+    else skip = fuseUnavailable() ?? false;
     if (skip) {
       console.log(`# s3backer tests skipped: ${skip}`);
       return;
     }
-    process.on('exit', onExit);
-    for (const s of SIGNALS) process.on(s, onSignal);
+    releaseGuard = guardMounts(mounts);
     t = await startTestServer({ FILES_REST_S3_PORT: 'auto', FILES_REST_PERMISSION_FACTORY: 'token', FILES_REST_SERVER_KEY: SERVER_KEY });
     key = await newDoorKey(t);
     s3 = doorClient(t, key);
@@ -341,8 +297,7 @@ describe('s3backer 1.5.4 mounts a block device backed by the S3 door', { skip: s
 
   after(async () => {
     for (const m of mounts) await unmount(m);
-    process.off('exit', onExit);
-    for (const s of SIGNALS) process.off(s, onSignal);
+    releaseGuard();
     s3?.destroy();
     await t?.close();
     if (work) await rm(work, { recursive: true, force: true });

@@ -20,10 +20,9 @@
 // blocking call on the mount would wait for itself. Local-disk storage only, as in s3-tools.test.ts.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFile, spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { existsSync } from 'node:fs';
-import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -39,16 +38,12 @@ import {
 import { startTestServer, testStorage, type TestServer } from './support/server.js';
 import { doorClient, newDoorKey, s3Code } from './support/s3-door.js';
 import { findOrInstall } from './support/system.js';
+import { fuseUnavailable, guardMounts, isMounted, NO_FUSE, unmount, type FuseMount } from './support/fuse.js';
 
 const SERVER_KEY = randomBytes(32).toString('base64');
 const S3FS = '/usr/bin/s3fs';
-/** fusermount (Debian's fuse package, which s3fs depends on: looked up once s3fs is installed). */
-const fusermount = () => ['/usr/bin/fusermount', '/bin/fusermount', '/usr/bin/fusermount3', '/bin/fusermount3'].find((p) => existsSync(p)) ?? null;
-const UMOUNT = ['/usr/bin/umount', '/bin/umount'].find((p) => existsSync(p)) ?? 'umount';
 const PATH = '/usr/bin:/bin:/usr/sbin:/sbin';
 const MiB = 1024 * 1024;
-/** The libfuse / fusermount messages of a mount that is not permitted or not possible here. */
-const NO_FUSE = /^(fuse: |fusermount3?: ).*|.*\/dev\/fuse.*/m;
 
 interface Run {
   code: number;
@@ -73,18 +68,9 @@ function sha256(b: Buffer): string {
   return createHash('sha256').update(b).digest('hex');
 }
 
-interface Mount {
-  dir: string;
-  child: ChildProcess;
-  exited: Promise<void>;
+interface Mount extends FuseMount {
   /** The last 256 KiB of s3fs's log (stderr; `-f` keeps it in the foreground). */
   log(): string;
-}
-
-/** Is `dir` a mount point now (its line in /proc/self/mountinfo; the names here need no escaping)? */
-async function isMounted(dir: string): Promise<boolean> {
-  const info = await readFile('/proc/self/mountinfo', 'utf8');
-  return info.split('\n').some((l) => l.split(' ')[4] === dir);
 }
 
 const skipOnS3 = testStorage() === 's3' ? 'local-disk storage only (the S3-storage pass keeps objects in memory)' : false;
@@ -98,23 +84,7 @@ describe('s3fs-fuse mounts a bucket through the S3 door', { skip: skipOnS3 }, ()
   let skip: string | false = false;
   let main: Mount;
   const mounts: Mount[] = [];
-
-  /** Unmounts (lazily if busy), then waits for s3fs to end (killed after 10 s); a dead s3fs's mount goes too. */
-  async function unmount(m: Mount): Promise<void> {
-    const fm = fusermount();
-    if (await isMounted(m.dir)) {
-      const r = await run(fm ?? UMOUNT, fm ? ['-u', m.dir] : [m.dir]);
-      if (r.code !== 0) await run(fm ?? UMOUNT, fm ? ['-uz', m.dir] : ['-l', m.dir]);
-    }
-    if (m.child.exitCode === null && m.child.signalCode === null) {
-      await Promise.race([m.exited, sleep(10_000)]);
-      if (m.child.exitCode === null && m.child.signalCode === null) {
-        m.child.kill('SIGKILL');
-        await m.exited;
-      }
-    }
-    if (await isMounted(m.dir)) await run(UMOUNT, ['-l', m.dir]);
-  }
+  let releaseGuard = () => {};
 
   /**
    * Mounts the bucket on work/<name> with s3fs in the foreground (its child). Returns the mount once
@@ -199,34 +169,15 @@ describe('s3fs-fuse mounts a bucket through the S3 door', { skip: skipOnS3 }, ()
     }
   }
 
-  const onExit = () => {
-    // The process ends without after() (a timeout, process.exit): no mount stays behind.
-    const fm = fusermount();
-    for (const m of mounts) {
-      if (m.child.exitCode !== null || m.child.signalCode !== null) continue;
-      spawnSync(fm ?? UMOUNT, fm ? ['-uz', m.dir] : ['-l', m.dir], { stdio: 'ignore', timeout: 5000 });
-      m.child.kill('SIGKILL');
-    }
-  };
-  /** Killed by a signal (the test runner cancels a file with SIGTERM): unmount, then die of it as before. */
-  const SIGNALS: NodeJS.Signals[] = ['SIGTERM', 'SIGINT', 'SIGHUP'];
-  const onSignal = (sig: NodeJS.Signals) => {
-    onExit();
-    for (const s of SIGNALS) process.off(s, onSignal);
-    process.kill(process.pid, sig);
-  };
-
   before(async () => {
     const found = await findOrInstall('s3fs', [S3FS]);
     if (found.skip) skip = found.skip;
-    else if (!existsSync('/dev/fuse')) skip = '/dev/fuse does not exist: no FUSE here';
-    else if (!fusermount() && process.getuid?.() !== 0) skip = 'no fusermount and not root: cannot mount or unmount with FUSE';
+    else skip = fuseUnavailable() ?? false;
     if (skip) {
       console.log(`# s3fs tests skipped: ${skip}`);
       return;
     }
-    process.on('exit', onExit);
-    for (const s of SIGNALS) process.on(s, onSignal);
+    releaseGuard = guardMounts(mounts);
     t = await startTestServer({ FILES_REST_S3_PORT: 'auto', FILES_REST_PERMISSION_FACTORY: 'token', FILES_REST_SERVER_KEY: SERVER_KEY });
     const k = await newDoorKey(t);
     s3 = doorClient(t, k);
@@ -246,8 +197,7 @@ describe('s3fs-fuse mounts a bucket through the S3 door', { skip: skipOnS3 }, ()
 
   after(async () => {
     for (const m of mounts) await unmount(m);
-    process.off('exit', onExit);
-    for (const s of SIGNALS) process.off(s, onSignal);
+    releaseGuard();
     s3?.destroy();
     await t?.close();
     if (work) await rm(work, { recursive: true, force: true });
