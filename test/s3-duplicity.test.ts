@@ -52,7 +52,7 @@ import {
   paginateListObjectsV2,
 } from '@aws-sdk/client-s3';
 import { startTestServer, testStorage, type TestServer } from './support/server.js';
-import { doorClient, newDoorKey, s3Code } from './support/s3-door.js';
+import { doorClient, getBytes, newDoorKey, s3Code } from './support/s3-door.js';
 import { findOrInstall } from './support/system.js';
 
 const SERVER_KEY = randomBytes(32).toString('base64');
@@ -187,10 +187,7 @@ describe('duplicity backs up a directory to the S3 door (boto3+s3)', { skip: ski
     return r;
   }
 
-  async function get(key: string): Promise<Buffer> {
-    const r = await s3!.send(new GetObjectCommand({ Bucket: bucket, Key: key }));
-    return Buffer.from(await r.Body!.transformToByteArray());
-  }
+  const get = (key: string) => getBytes(s3!, bucket, key);
 
   /** Every key under `prefix`, every page of ListObjectsV2, with size and ETag. */
   async function objects(prefix: string): Promise<Map<string, { size: number; etag: string }>> {

@@ -33,14 +33,12 @@ import {
   CreateBucketCommand,
   GetObjectCommand,
   HeadObjectCommand,
-  ListMultipartUploadsCommand,
-  ListObjectsV2Command,
   PutObjectCommand,
   S3Client,
 } from '@aws-sdk/client-s3';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import { startTestServer, testStorage, type TestServer } from './support/server.js';
-import { doorClient, multipartEtag, newDoorKey, s3Code } from './support/s3-door.js';
+import { assertAbsent, assertNoOpenUploads, doorClient, getBytes, listKeys, multipartEtag, newDoorKey } from './support/s3-door.js';
 import { findOrInstall } from './support/system.js';
 
 const SERVER_KEY = randomBytes(32).toString('base64');
@@ -237,30 +235,13 @@ describe('GDAL reads and writes geospatial data through the S3 door (/vsis3/)', 
 
   const vsis3 = (key: string) => `/vsis3/${bucket}/${key}`;
 
-  async function get(key: string): Promise<Buffer> {
-    const r = await s3!.send(new GetObjectCommand({ Bucket: bucket, Key: key }));
-    return Buffer.from(await r.Body!.transformToByteArray());
-  }
+  const get = (key: string) => getBytes(s3!, bucket, key);
 
-  async function keys(prefix: string): Promise<string[]> {
-    const out: string[] = [];
-    let token: string | undefined;
-    do {
-      const r = await s3!.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: prefix, ContinuationToken: token }));
-      out.push(...(r.Contents ?? []).map((c) => c.Key!));
-      token = r.IsTruncated ? r.NextContinuationToken : undefined;
-    } while (token);
-    return out;
-  }
+  const keys = (prefix: string) => listKeys(s3!, bucket, prefix);
 
-  async function absent(key: string): Promise<void> {
-    assert.deepEqual(await s3Code(s3!.send(new HeadObjectCommand({ Bucket: bucket, Key: key }))), { name: 'NotFound', status: 404 }, key);
-  }
+  const absent = (key: string) => assertAbsent(s3!, bucket, key);
 
-  async function noPendingUploads(): Promise<void> {
-    const r = await s3!.send(new ListMultipartUploadsCommand({ Bucket: bucket }));
-    assert.deepEqual((r.Uploads ?? []).map((u) => u.Key), [], 'no multipart upload is left open');
-  }
+  const noPendingUploads = () => assertNoOpenUploads(s3!, bucket);
 
   /** The exchanges whose path is this key of the bucket. */
   const onKey = (xs: Exchange[], key: string) => xs.filter((x) => x.path === `/${bucket}/${key}`);

@@ -71,13 +71,12 @@ import {
   GetObjectCommand,
   HeadBucketCommand,
   HeadObjectCommand,
-  ListMultipartUploadsCommand,
   ListObjectVersionsCommand,
   S3Client,
   paginateListObjectsV2,
 } from '@aws-sdk/client-s3';
 import { startTestServer, testStorage, type TestServer } from './support/server.js';
-import { doorClient, multipartEtag, newDoorKey, s3Code } from './support/s3-door.js';
+import { assertAbsent, assertNoOpenUploads, doorClient, multipartEtag, newDoorKey, s3Code } from './support/s3-door.js';
 import { findOrInstall } from './support/system.js';
 
 const SERVER_KEY = randomBytes(32).toString('base64');
@@ -210,14 +209,9 @@ describe('boto 2 and Apache libcloud (Debian 12) through the S3 door', { skip: s
     return out;
   }
 
-  async function absent(bucket: string, key: string): Promise<void> {
-    assert.deepEqual(await s3Code(s3!.send(new HeadObjectCommand({ Bucket: bucket, Key: key }))), { name: 'NotFound', status: 404 }, key);
-  }
+  const absent = (bucket: string, key: string) => assertAbsent(s3!, bucket, key);
 
-  async function noPendingUploads(bucket: string): Promise<void> {
-    const r = await s3!.send(new ListMultipartUploadsCommand({ Bucket: bucket }));
-    assert.deepEqual((r.Uploads ?? []).map((u) => u.Key), [], 'no multipart upload is left open');
-  }
+  const noPendingUploads = (bucket: string) => assertNoOpenUploads(s3!, bucket);
 
   /**
    * PUT of a small object signed with SigV2 by hand (an ASCII key): a thousand of them take a fraction

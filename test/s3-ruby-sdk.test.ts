@@ -52,16 +52,13 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
-  GetObjectCommand,
   HeadBucketCommand,
   HeadObjectCommand,
-  ListMultipartUploadsCommand,
   ListObjectVersionsCommand,
-  ListObjectsV2Command,
   S3Client,
 } from '@aws-sdk/client-s3';
 import { startTestServer, testStorage, type TestServer } from './support/server.js';
-import { doorClient, multipartEtag, newDoorKey, s3Code } from './support/s3-door.js';
+import { assertNoOpenUploads, doorClient, getBytes, listKeys, multipartEtag, newDoorKey, s3Code } from './support/s3-door.js';
 import { findOrInstall } from './support/system.js';
 
 const SERVER_KEY = randomBytes(32).toString('base64');
@@ -260,26 +257,11 @@ describe('the AWS SDK for Ruby v3 (Debian ruby-aws-sdk-s3) on the S3 door', { sk
     return JSON.parse(last) as R & { requests: Sent[] };
   }
 
-  async function get(key: string): Promise<Buffer> {
-    const r = await s3!.send(new GetObjectCommand({ Bucket: bucket, Key: key }));
-    return Buffer.from(await r.Body!.transformToByteArray());
-  }
+  const get = (key: string) => getBytes(s3!, bucket, key);
 
-  async function keys(prefix: string): Promise<string[]> {
-    const out: string[] = [];
-    let token: string | undefined;
-    do {
-      const r = await s3!.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: prefix, ContinuationToken: token }));
-      out.push(...(r.Contents ?? []).map((c) => c.Key!));
-      token = r.IsTruncated ? r.NextContinuationToken : undefined;
-    } while (token);
-    return out;
-  }
+  const keys = (prefix: string) => listKeys(s3!, bucket, prefix);
 
-  async function noPendingUploads(): Promise<void> {
-    const r = await s3!.send(new ListMultipartUploadsCommand({ Bucket: bucket }));
-    assert.deepEqual((r.Uploads ?? []).map((u) => u.Key), [], 'no multipart upload is left open');
-  }
+  const noPendingUploads = () => assertNoOpenUploads(s3!, bucket);
 
   before(async () => {
     const found = await findOrInstall('ruby-aws-sdk-s3', [GEM]);

@@ -47,12 +47,11 @@ import {
   GetObjectCommand,
   HeadObjectCommand,
   ListMultipartUploadsCommand,
-  ListObjectsV2Command,
   PutObjectCommand,
   S3Client,
 } from '@aws-sdk/client-s3';
 import { startTestServer, testStorage, type TestServer } from './support/server.js';
-import { doorClient, multipartEtag, newDoorKey, s3Code } from './support/s3-door.js';
+import { assertAbsent, doorClient, getBytes, listKeys, multipartEtag, newDoorKey } from './support/s3-door.js';
 import { findOrInstall } from './support/system.js';
 import { fuseUnavailable, guardMounts, isMounted, NO_FUSE, unmount, type FuseMount } from './support/fuse.js';
 
@@ -83,25 +82,9 @@ function ok(r: Run, what: string): Run {
 const md5 = (b: Buffer | string) => createHash('md5').update(b).digest('hex');
 const sha256 = (b: Buffer) => createHash('sha256').update(b).digest('hex');
 
-async function getBytes(s3: S3Client, bucket: string, key: string): Promise<Buffer> {
-  const r = await s3.send(new GetObjectCommand({ Bucket: bucket, Key: key }));
-  return Buffer.from(await r.Body!.transformToByteArray());
-}
 
-async function listKeys(s3: S3Client, bucket: string, prefix = ''): Promise<string[]> {
-  const out: string[] = [];
-  let token: string | undefined;
-  do {
-    const r = await s3.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: prefix, ContinuationToken: token }));
-    out.push(...(r.Contents ?? []).map((c) => c.Key!));
-    token = r.IsTruncated ? r.NextContinuationToken : undefined;
-  } while (token);
-  return out;
-}
 
-async function absent(s3: S3Client, bucket: string, key: string): Promise<void> {
-  assert.deepEqual(await s3Code(s3.send(new HeadObjectCommand({ Bucket: bucket, Key: key }))), { name: 'NotFound', status: 404 }, key);
-}
+const absent = assertAbsent;
 
 const skipOnS3 = testStorage() === 's3' ? 'local-disk storage only (the S3-storage pass keeps objects in memory)' : false;
 

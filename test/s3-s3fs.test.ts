@@ -28,15 +28,13 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
   CreateBucketCommand,
-  GetObjectCommand,
   HeadObjectCommand,
   ListMultipartUploadsCommand,
-  ListObjectsV2Command,
   PutObjectCommand,
   S3Client,
 } from '@aws-sdk/client-s3';
 import { startTestServer, testStorage, type TestServer } from './support/server.js';
-import { doorClient, newDoorKey, s3Code } from './support/s3-door.js';
+import { assertAbsent, doorClient, getBytes, listKeys, newDoorKey } from './support/s3-door.js';
 import { findOrInstall } from './support/system.js';
 import { fuseUnavailable, guardMounts, isMounted, NO_FUSE, unmount, type FuseMount } from './support/fuse.js';
 
@@ -135,25 +133,11 @@ describe('s3fs-fuse mounts a bucket through the S3 door', { skip: skipOnS3 }, ()
     return ok(await run('cat', [join(main.dir, path)], { timeout: 60_000 }), `cat ${path}`).stdout;
   }
 
-  async function get(key: string): Promise<Buffer> {
-    const r = await s3!.send(new GetObjectCommand({ Bucket: bucket, Key: key }));
-    return Buffer.from(await r.Body!.transformToByteArray());
-  }
+  const get = (key: string) => getBytes(s3!, bucket, key);
 
-  async function absent(key: string): Promise<void> {
-    assert.deepEqual(await s3Code(s3!.send(new HeadObjectCommand({ Bucket: bucket, Key: key }))), { name: 'NotFound', status: 404 }, key);
-  }
+  const absent = (key: string) => assertAbsent(s3!, bucket, key);
 
-  async function keys(prefix: string): Promise<string[]> {
-    const out: string[] = [];
-    let token: string | undefined;
-    do {
-      const r = await s3!.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: prefix, ContinuationToken: token }));
-      out.push(...(r.Contents ?? []).map((c) => c.Key!));
-      token = r.IsTruncated ? r.NextContinuationToken : undefined;
-    } while (token);
-    return out;
-  }
+  const keys = (prefix: string) => listKeys(s3!, bucket, prefix);
 
   async function ls(dir: string): Promise<string[]> {
     const r = ok(await run('ls', ['-1A', join(main.dir, dir)]), `ls ${dir}`);

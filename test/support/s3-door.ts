@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { Readable } from 'node:stream';
-import { S3Client, S3ServiceException, type S3ClientConfig } from '@aws-sdk/client-s3';
+import { GetObjectCommand, HeadObjectCommand, ListMultipartUploadsCommand, ListObjectsV2Command, S3Client, S3ServiceException, type S3ClientConfig } from '@aws-sdk/client-s3';
 import { requireServerKeys } from '../../src/auth/server-key.js';
 import { createAccessKey } from '../../src/s3/access-keys.js';
 import type { TestServer } from './server.js';
@@ -71,4 +71,33 @@ export async function newDoorKey(t: TestServer): Promise<{ accessKeyId: string; 
 /** The AWS SDK v3 on the test server's S3 door with that key: path-style, us-east-1, its defaults otherwise. */
 export function doorClient(t: TestServer, key: { accessKeyId: string; secret: string }, extra: Partial<S3ClientConfig> = {}): S3Client {
   return new S3Client({ endpoint: t.s3Url, region: 'us-east-1', forcePathStyle: true, credentials: { accessKeyId: key.accessKeyId, secretAccessKey: key.secret }, ...extra });
+}
+
+/** An object's bytes, read through the door with the SDK. */
+export async function getBytes(s3: S3Client, bucket: string, key: string): Promise<Buffer> {
+  const r = await s3.send(new GetObjectCommand({ Bucket: bucket, Key: key }));
+  return Buffer.from(await r.Body!.transformToByteArray());
+}
+
+/** Every key under `prefix`, following ListObjectsV2's pages. */
+export async function listKeys(s3: S3Client, bucket: string, prefix = ''): Promise<string[]> {
+  const out: string[] = [];
+  let token: string | undefined;
+  do {
+    const r = await s3.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: prefix, ContinuationToken: token }));
+    out.push(...(r.Contents ?? []).map((c) => c.Key!));
+    token = r.IsTruncated ? r.NextContinuationToken : undefined;
+  } while (token);
+  return out;
+}
+
+/** Fails the test unless the key has no current object (HeadObject: 404). */
+export async function assertAbsent(s3: S3Client, bucket: string, key: string): Promise<void> {
+  assert.deepEqual(await s3Code(s3.send(new HeadObjectCommand({ Bucket: bucket, Key: key }))), { name: 'NotFound', status: 404 }, key);
+}
+
+/** Fails the test if a multipart upload is open in the bucket. */
+export async function assertNoOpenUploads(s3: S3Client, bucket: string): Promise<void> {
+  const r = await s3.send(new ListMultipartUploadsCommand({ Bucket: bucket }));
+  assert.deepEqual((r.Uploads ?? []).map((u) => u.Key), [], 'no multipart upload is left open');
 }
