@@ -17,9 +17,9 @@ const GiB = 1024 * MiB;
  * by its own size, eight times the bound. The absolute bound this test had (175 MB for 1 GiB up and
  * down) had to follow every change of the idle footprint rather than what it is about: a fresh-clone
  * CI run of 2026-11-29 on Node.js 20 measured 176 MB peak with the same growth as before. Measured
- * growth here (Node.js 20, SQLite and PostgreSQL): 57-64 MB for 1 GiB up and down (the dead 64 KiB
+ * growth here (Node.js 20, SQLite and PostgreSQL): 53-64 MB for 1 GiB up and down (the dead 64 KiB
  * socket buffers V8 frees only when external memory has grown by tens of MB, and the digest threads'
- * isolates), 47-83 MB for the 2 GiB multipart upload with four parts in flight. The footprint itself
+ * isolates), 43-83 MB for the 2 GiB multipart upload with four parts in flight. The footprint itself
  * is a benchmark figure (bench/, README Performance). Each run prints the baseline and the peak.
  */
 function residentNow(pid: number): number {
