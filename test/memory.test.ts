@@ -19,7 +19,8 @@ const GiB = 1024 * MiB;
  * CI run of 2026-11-29 on Node.js 20 measured 176 MB peak with the same growth as before. Measured
  * growth here (Node.js 20, SQLite and PostgreSQL): 53-64 MB for 1 GiB up and down (the dead 64 KiB
  * socket buffers V8 frees only when external memory has grown by tens of MB, and the digest threads'
- * isolates), 43-83 MB for the 2 GiB multipart upload with four parts in flight. The footprint itself
+ * isolates), 43-83 MB for the 2 GiB multipart upload with four parts in flight; Node.js 22 alike
+ * (53-71), Node.js 24 more (79 and 98 MB in the CI run of 2026-11-29). The footprint itself
  * is a benchmark figure (bench/, README Performance). Each run prints the baseline and the peak.
  */
 function residentNow(pid: number): number {
