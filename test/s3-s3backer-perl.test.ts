@@ -53,7 +53,7 @@ import {
 import { startTestServer, testStorage, type TestServer } from './support/server.js';
 import { assertAbsent, doorClient, getBytes, listKeys, multipartEtag, newDoorKey } from './support/s3-door.js';
 import { findOrInstall } from './support/system.js';
-import { fuseUnavailable, guardMounts, isMounted, NO_FUSE, unmount, type FuseMount } from './support/fuse.js';
+import { fuseUnavailable, guardMounts, isMounted, NO_FUSE, unmount, withClientLog, type FuseMount } from './support/fuse.js';
 
 const SERVER_KEY = randomBytes(32).toString('base64');
 const PATH = '/usr/bin:/bin:/usr/sbin:/sbin';
@@ -244,13 +244,7 @@ describe('s3backer 1.5.4 mounts a block device backed by the S3 door', { skip: s
     return st;
   }
 
-  async function withLog<T>(m: Mount, f: () => Promise<T>): Promise<T> {
-    try {
-      return await f();
-    } catch (e) {
-      throw new Error(`${e instanceof Error ? e.message : String(e)}\n--- s3backer log (end) ---\n${m.log().slice(-6000)}`, { cause: e });
-    }
-  }
+  const withLog = <T>(m: Mount, f: () => Promise<T>) => withClientLog('s3backer', m, f);
 
   before(async () => {
     const found = await findOrInstall('s3backer', [S3BACKER]);

@@ -36,7 +36,7 @@ import {
 import { startTestServer, testStorage, type TestServer } from './support/server.js';
 import { assertAbsent, doorClient, getBytes, listKeys, newDoorKey } from './support/s3-door.js';
 import { findOrInstall } from './support/system.js';
-import { fuseUnavailable, guardMounts, isMounted, NO_FUSE, unmount, type FuseMount } from './support/fuse.js';
+import { fuseUnavailable, guardMounts, isMounted, NO_FUSE, unmount, withClientLog, type FuseMount } from './support/fuse.js';
 
 const SERVER_KEY = randomBytes(32).toString('base64');
 const S3FS = '/usr/bin/s3fs';
@@ -144,14 +144,7 @@ describe('s3fs-fuse mounts a bucket through the S3 door', { skip: skipOnS3 }, ()
     return r.stdout.toString().split('\n').filter(Boolean).sort();
   }
 
-  /** On failure, the end of s3fs's log goes with the assertion. */
-  async function withLog<T>(m: Mount, f: () => Promise<T>): Promise<T> {
-    try {
-      return await f();
-    } catch (e) {
-      throw new Error(`${e instanceof Error ? e.message : String(e)}\n--- s3fs log (end) ---\n${m.log().slice(-6000)}`, { cause: e });
-    }
-  }
+  const withLog = <T>(m: Mount, f: () => Promise<T>) => withClientLog('s3fs', m, f);
 
   before(async () => {
     const found = await findOrInstall('s3fs', [S3FS]);

@@ -84,3 +84,12 @@ export function guardMounts(mounts: readonly FuseMount[]): () => void {
   for (const s of SIGNALS) process.on(s, onSignal);
   return release;
 }
+
+/** Runs `f`; on failure, the end of the FUSE client's log (named `client`) goes with the assertion. */
+export async function withClientLog<T>(client: string, m: { log(): string }, f: () => Promise<T>): Promise<T> {
+  try {
+    return await f();
+  } catch (e) {
+    throw new Error(`${e instanceof Error ? e.message : String(e)}\n--- ${client} log (end) ---\n${m.log().slice(-6000)}`, { cause: e });
+  }
+}
