@@ -257,6 +257,45 @@ describe('SQLite commits are flushed before they are acknowledged', () => {
     assert.deepEqual(names.sort(), ['ok-1', 'ok-2']);
   });
 
+  it('rerunnable transactions are grouped without savepoints: one that fails rolls its group back, which runs again with them, and fails alone', async () => {
+    const runs = new Map<string, number>();
+    const put = (name: string, fail = false) =>
+      transaction(h.db, async (tx) => {
+        runs.set(name, (runs.get(name) ?? 0) + 1);
+        await insertLocation(tx, name);
+        if (fail) throw new Error('refused');
+        return name;
+      }, { rerunnable: true }).then((v) => {
+        resolvedAfter.push(wal.flushes);
+        return v;
+      });
+    const resolvedAfter: number[] = [];
+    const before = wal.flushes;
+    const results = await Promise.allSettled([put('re-1'), put('re-doomed', true), put('re-2')]);
+    assert.deepEqual(resolvedAfter, [before + 1, before + 1], 'each answered after the flush of its commit');
+    assert.deepEqual(results.map((r) => r.status), ['fulfilled', 'rejected', 'fulfilled']);
+    assert.equal((results[1] as PromiseRejectedResult).reason.message, 'refused');
+    // The first ran before the failure in a group without savepoints, and again after its rollback;
+    // the third had not run yet. With a savepoint each, none would have run twice.
+    assert.deepEqual(Object.fromEntries(runs), { 're-1': 2, 're-doomed': 2, 're-2': 1 });
+    assert.equal(wal.flushes - before, 1, 'one flush: the rolled-back group wrote nothing to keep');
+    const names = (await h.db.selectFrom('locations').select('name').where('name', 'like', 're-%').execute()).map((r) => r.name);
+    assert.deepEqual(names.sort(), ['re-1', 're-2']);
+  });
+
+  it('a group with a transaction that is not rerunnable keeps a savepoint for each', async () => {
+    const runs = new Map<string, number>();
+    const put = (name: string, opts: { fail?: boolean; rerunnable: boolean }) =>
+      transaction(h.db, async (tx) => {
+        runs.set(name, (runs.get(name) ?? 0) + 1);
+        await insertLocation(tx, name);
+        if (opts.fail) throw new Error('refused');
+      }, { rerunnable: opts.rerunnable });
+    const results = await Promise.allSettled([put('mixed-1', { rerunnable: true }), put('mixed-2', { rerunnable: false }), put('mixed-doomed', { fail: true, rerunnable: true })]);
+    assert.deepEqual(results.map((r) => r.status), ['fulfilled', 'fulfilled', 'rejected']);
+    assert.deepEqual(Object.fromEntries(runs), { 'mixed-1': 1, 'mixed-2': 1, 'mixed-doomed': 1 });
+  });
+
   it('a write outside a transaction is flushed before it returns; a read is not', async () => {
     let before = wal.flushes;
     await insertLocation(h.db, 'alone');
@@ -286,7 +325,7 @@ describe('SQLite commits are flushed before they are acknowledged', () => {
     h = await openDatabase(`sqlite:${join(dir, 'meta.db')}`, { sqliteDriver: testDriver() });
     wal = walDurability(h.db)!;
     const n = await h.db.selectFrom('locations').select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow();
-    assert.equal(Number(n.n), 20 + 2 + 2);
+    assert.equal(Number(n.n), 20 + 2 + 2 + 2 + 2);
   });
 });
 
@@ -366,6 +405,28 @@ describe('PostgreSQL: writes to one bucket are committed in groups', () => {
     assert.ok(ids.size <= 2, `12 transactions in ${ids.size} commits`);
     const rows = (await sql<{ n: number }>`select n from group_probe order by n`.execute(h.db)).rows.map((r) => r.n);
     assert.deepEqual(rows, [0, 1, 2, 3, 4, 6, 7, 8, 9, 10, 11]);
+  });
+
+  it('rerunnable transactions of one bucket share one commit without savepoints; after a failure the group runs again and the failed one alone is refused', { skip }, async () => {
+    await sql`delete from group_probe`.execute(h.db);
+    const runs = new Array<number>(8).fill(0);
+    const results = await Promise.allSettled(
+      Array.from({ length: 8 }, (_, i) =>
+        transaction(h.db, async (tx) => {
+          runs[i]!++;
+          const id = await txid(tx);
+          // The 4th collides with the 3rd: a statement error aborts the whole transaction on PostgreSQL.
+          await sql`insert into group_probe (n) values (${i === 3 ? 2 : i})`.execute(tx);
+          return id;
+        }, { bucket: 'rerun-bucket', rerunnable: true }),
+      ),
+    );
+    assert.deepEqual(results.map((r) => r.status), results.map((_, i) => (i === 3 ? 'rejected' : 'fulfilled')));
+    assert.ok(isUniqueViolation((results[3] as PromiseRejectedResult).reason));
+    // The group's first run reached the 4th; all eight ran again, each in its savepoint.
+    assert.deepEqual(runs.slice(0, 4), [2, 2, 2, 2]);
+    const rows = (await sql<{ n: number }>`select n from group_probe order by n`.execute(h.db)).rows.map((r) => r.n);
+    assert.deepEqual(rows, [0, 1, 2, 4, 5, 6, 7]);
   });
 
   it('transactions of other buckets, or naming none, are not grouped with them', { skip }, async () => {

@@ -9,6 +9,8 @@ import { createBucket, findBucket, setBucketLocked, setBucketProperties } from '
 import { assertWritable, lockBucketAndStore, lockBucketForWrite, releaseReservation, removeStored, reserve } from '../src/domain/ledger.js';
 import { abortUpload, expireUploads, initiateUpload } from '../src/domain/multipart.js';
 import { isAppError } from '../src/errors.js';
+import { findHead, putObject } from '../src/domain/objects.js';
+import { Readable } from 'node:stream';
 
 describe('The ledger of a bucket', () => {
   let s: TestServer;
@@ -90,6 +92,42 @@ describe('The ledger of a bucket', () => {
     await setBucketLocked(ctx(), b.id, false);
     await write(b.id, (tx, x) => reserve(tx, x, 1));
     assert.deepEqual(await account(b.id), { size: 0, reserved: 1 });
+  });
+
+  it('concurrent uploads past the quota: those that fit are stored, each refused one leaves no file, bytes or version, and the size is theirs', async () => {
+    // Every upload passes the check before its body (the bucket is empty then); the commit's check,
+    // under the bucket's lock, refuses those that no longer fit. They commit in a group: on PostgreSQL
+    // each in one statement whose writes the refusal takes back.
+    const b = await bucketWithQuota(100);
+    const count = async (table: 'files' | 'inline_files' | 'object_versions') =>
+      Number((await ctx().db.selectFrom(table).select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()).n);
+    const before = { files: await count('files'), inline: await count('inline_files') };
+    const tries = await Promise.allSettled(
+      Array.from({ length: 8 }, (_, i) =>
+        putObject(ctx(), { bucketId: b.id, key: `q${i}`, source: Readable.from([Buffer.alloc(30, i)]), declaredSize: 30 }),
+      ),
+    );
+    const stored = tries.filter((t) => t.status === 'fulfilled');
+    assert.equal(stored.length, 3);
+    for (const t of tries) if (t.status === 'rejected') assert.ok(isAppError(t.reason, 'QUOTA_EXCEEDED'), String(t.reason));
+    assert.deepEqual(await account(b.id), { size: 90, reserved: 0 });
+    const versions = await ctx().db.selectFrom('object_versions').select(['key', 'version_id', 'is_head']).where('bucket_id', '=', b.id).execute();
+    assert.deepEqual(
+      versions.map((v) => v.key).sort(),
+      stored.map((t) => (t as PromiseFulfilledResult<Awaited<ReturnType<typeof putObject>>>).value.key).sort(),
+    );
+    assert.ok(versions.every((v) => v.is_head === 1));
+    assert.equal(await count('files'), before.files + 3);
+    assert.equal(await count('inline_files'), before.inline + (s.config.inlineMaxSize >= 30 ? 3 : 0));
+    // What was answered is what is stored: each version reads back with its bytes.
+    for (const t of stored) {
+      const v = (t as PromiseFulfilledResult<Awaited<ReturnType<typeof putObject>>>).value;
+      const head = await findHead(ctx().db, b.id, v.key);
+      assert.equal(head?.versionId, v.versionId);
+      assert.equal(head?.seq, v.seq);
+      assert.equal(head?.file?.size, 30);
+      assert.equal(head?.file?.storageClass, v.file?.storageClass);
+    }
   });
 
   it('concurrent reservations never pass the quota together', async () => {

@@ -90,7 +90,7 @@ describe('Several nodes: 2 API processes + 2 workers on one PostgreSQL database 
     const answers = await Promise.all(
       bodies.map((body, i) => req(`${node(i).files}/${b}/same-key.txt`, { method: 'PUT', body: new Uint8Array(body) })),
     );
-    answers.forEach((r, i) => assert.equal(r.status, 200, `PUT ${i} via node ${i % 2}: ${r.status} ${r.text}`));
+    answers.forEach((r, i) => assert.equal(r.status, 200, `PUT ${i} via node ${i % 2}: ${r.status} ${r.text}\n${node(i).output().slice(-3000)}`));
     const listed = await req(`${node(1).files}/${b}?versions`);
     const versions = listed.json.contents as { key: string; is_head: boolean; size: number; checksum: string; version_id: string }[];
     assert.equal(versions.length, 100);

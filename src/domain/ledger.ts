@@ -1,7 +1,7 @@
-import { sql } from 'kysely';
+import { sql, type QueryCreator, type Selectable } from 'kysely';
 import { AppError } from '../errors.js';
 import { prepared } from '../db/prepared.js';
-import type { Executor, Tx } from '../db/schema.js';
+import type { BucketTable, Database, Executor, Tx } from '../db/schema.js';
 import { nowMicros } from '../util/time.js';
 import { checkSize } from './limits.js';
 import type { Bucket, FileInstance } from './models.js';
@@ -72,13 +72,26 @@ export async function releaseReservation(tx: Tx, bucketId: string, bytes: number
   await adjust(tx, bucketId, { reserved: -bytes });
 }
 
-const lockAndStoreQuery = prepared((db: Executor, now: number, size: number, reserved: number, bucketId: string) =>
+/** The bucket's row lock with `size` more stored and `reserved` more reserved; answers the row as it is now. */
+export const lockAndStoreStatement = (db: QueryCreator<Database>, now: number, size: number, reserved: number, bucketId: string) =>
   db
     .updateTable('buckets')
     .set({ updated: now, size: sql`size + ${size}`, reserved_size: sql`reserved_size + ${reserved}` })
     .where('id', '=', bucketId)
-    .returningAll(),
-);
+    .returningAll();
+const lockAndStoreQuery = prepared((db: Executor, now: number, size: number, reserved: number, bucketId: string) => lockAndStoreStatement(db, now, size, reserved, bucketId));
+
+/**
+ * The checks of `lockBucketAndStore` on the row its statement answered (or a statement that did the
+ * same in a larger one): throws what refuses the change, and returns the bucket as it was before.
+ */
+export function bucketBeforeStore(r: Selectable<BucketTable> | undefined, bytes: number, reserved?: number): Bucket {
+  if (!r || r.deleted === 1) throw new AppError('BUCKET_NOT_FOUND');
+  const bucket = toBucket({ ...r, size: r.size - bytes, reserved_size: r.reserved_size + (reserved ?? 0) });
+  assertWritable(bucket);
+  if (reserved === undefined) checkSize(bucket, bytes);
+  return bucket;
+}
 
 /**
  * `lockBucketForWrite` for a stored file that joins the bucket, in the same statement: its bytes
@@ -89,12 +102,7 @@ const lockAndStoreQuery = prepared((db: Executor, now: number, size: number, res
  * committed one after another in its group. Returns the bucket as it was before.
  */
 export async function lockBucketAndStore(tx: Tx, bucketId: string, bytes: number, reserved?: number): Promise<Bucket> {
-  const r = await lockAndStoreQuery.first(tx, nowMicros(), bytes, -(reserved ?? 0), bucketId);
-  if (!r || r.deleted === 1) throw new AppError('BUCKET_NOT_FOUND');
-  const bucket = toBucket({ ...r, size: r.size - bytes, reserved_size: r.reserved_size + (reserved ?? 0) });
-  assertWritable(bucket);
-  if (reserved === undefined) checkSize(bucket, bytes);
-  return bucket;
+  return bucketBeforeStore(await lockAndStoreQuery.first(tx, nowMicros(), bytes, -(reserved ?? 0), bucketId), bytes, reserved);
 }
 
 /** A stored file leaves the bucket (a hard delete). */
@@ -122,7 +130,7 @@ export interface NewFileInstance {
 }
 
 /** The arguments of a new file instance's row, in the order `fileInstanceRow` takes them. */
-export type FileRowArgs = [
+type FileRowArgs = [
   id: string,
   locationId: string,
   uri: string,
@@ -137,7 +145,7 @@ export type FileRowArgs = [
 ];
 
 /** A new file instance's row (the values of its INSERT, for the prepared queries that make one). */
-export function fileInstanceRow(...[id, locationId, uri, storageClass, size, checksum, readable, writable, lastCheckAt, lastCheck, now]: FileRowArgs) {
+function fileInstanceRow(...[id, locationId, uri, storageClass, size, checksum, readable, writable, lastCheckAt, lastCheck, now]: FileRowArgs) {
   return {
     id,
     location_id: locationId,
@@ -155,7 +163,7 @@ export function fileInstanceRow(...[id, locationId, uri, storageClass, size, che
 }
 
 /** The row arguments of a new file instance. */
-export function fileRowArgs(f: NewFileInstance, now: number): FileRowArgs {
+function fileRowArgs(f: NewFileInstance, now: number): FileRowArgs {
   const checked = f.checkedAt ?? null;
   return [f.id, f.locationId, f.uri, f.storageClass, f.size, f.checksum, f.state === 'readable' ? 1 : 0, f.state === 'writable' ? 1 : 0, checked, checked === null ? null : 1, now];
 }

@@ -60,7 +60,7 @@ export interface VersionWithFileRow extends Selectable<ObjectVersionTable> {
 }
 
 /** The row of an object version as VERSION_COLUMNS selects it (no metadata: it is read on its own). */
-type VersionRow = Omit<Selectable<ObjectVersionTable>, 'metadata'>;
+export type VersionRow = Omit<Selectable<ObjectVersionTable>, 'metadata'>;
 
 /** The columns of an object version. */
 export const VERSION_COLUMNS = [
