@@ -42,10 +42,11 @@ describe('FILES_REST_SQLITE_DRIVER', () => {
     const dir = await mkdtemp(join(tmpdir(), 'files-rest-nodesqlite-'));
     try {
       const [major, minor] = process.versions.node.split('.').map(Number) as [number, number];
-      const hasNodeSqlite = major > 22 || (major === 22 && minor >= 5);
+      // 22.13: node:sqlite defines SQL functions (md5, sqlite-functions.ts).
+      const hasNodeSqlite = major > 22 || (major === 22 && minor >= 13);
       const url = `sqlite:${join(dir, 'meta.db')}`;
       if (!hasNodeSqlite) {
-        await assert.rejects(openDatabase(url, { sqliteDriver: 'node' }), /FILES_REST_SQLITE_DRIVER=node needs Node\.js 22\.5/);
+        await assert.rejects(openDatabase(url, { sqliteDriver: 'node' }), /FILES_REST_SQLITE_DRIVER=node needs Node\.js 22\.13/);
         return;
       }
       const n = await openDatabase(url, { sqliteDriver: 'node' });
@@ -56,6 +57,8 @@ describe('FILES_REST_SQLITE_DRIVER', () => {
         const r = await n.db.selectFrom('locations').select(['name']).where('id', '=', 'n1').executeTakeFirstOrThrow();
         assert.equal(r.name, 'n1');
         assert.ok(walDurability(n.db)!.flushes >= 1, 'the commit was flushed before it returned');
+        const digest = await sql<{ h: string | null; n: string | null }>`select md5(x'616263') as h, md5(null) as n`.execute(n.db);
+        assert.deepEqual(digest.rows[0], { h: '900150983cd24fb0d6963f7d28e17f72', n: null });
       } finally {
         await n.close();
       }
@@ -220,6 +223,11 @@ describe('SQLite commits are flushed before they are acknowledged', () => {
 
   const insertLocation = (db: Parameters<typeof transaction>[0], name: string) =>
     db.insertInto('locations').values({ id: name, name, uri: `/tmp/${name}`, is_default: 0, created: 0, updated: 0 }).execute();
+
+  it('defines md5(blob) as PostgreSQL does (hex, null for null) on the server\'s connection (a read thread\'s: read-threads.test.ts)', async () => {
+    const digest = await sql<{ h: string | null; n: string | null }>`select md5(x'616263') as h, md5(null) as n`.execute(h.db);
+    assert.deepEqual(digest.rows[0], { h: '900150983cd24fb0d6963f7d28e17f72', n: null });
+  });
 
   it('runs in WAL mode with synchronous = NORMAL (the flush is ours, not COMMIT’s)', async () => {
     const mode = await sql<{ journal_mode: string }>`pragma journal_mode`.execute(h.db);

@@ -81,10 +81,13 @@ describe('Small objects in the database (FILES_REST_INLINE_MAX_SIZE)', () => {
     const v = await put(`${s.files}/${bucket}/with-version.bin`, body);
     const f = await fileOf(bucket, 'with-version.bin');
     const head = (await findHeadInLiveBucket(db(), bucket, 'with-version.bin', true))!;
-    assert.ok(bytesReadWith(head.file!)?.equals(body), 'the bytes came with the version');
+    assert.ok(bytesReadWith(head.file!)?.data.equals(body), 'the bytes came with the version');
+    // Their MD5 came with them, computed by the statement (a read thread, or PostgreSQL), not by the event loop.
+    assert.equal(bytesReadWith(head.file!)?.md5, `md5:${md5(body)}`);
     assert.equal(bytesReadWith((await findHeadInLiveBucket(db(), bucket, 'with-version.bin'))!.file!), undefined, 'not without asking');
     const viaName = (await findLiveBucketWithHead(db(), { id: bucket }, 'with-version.bin', true))!;
-    assert.ok(bytesReadWith(viaName.head!.version.file!)?.equals(body), 'the S3 door\'s lookup too');
+    assert.ok(bytesReadWith(viaName.head!.version.file!)?.data.equals(body), 'the S3 door\'s lookup too');
+    assert.equal(bytesReadWith(viaName.head!.version.file!)?.md5, `md5:${md5(body)}`);
     // The inline backend refuses to read for a while: the head is still served, whole and ranged.
     const backend = s.server.core.ctx.storage.forUri(f.uri!) as unknown as Record<'readRange' | 'open', unknown>;
     const saved = { readRange: backend.readRange, open: backend.open };
@@ -106,6 +109,24 @@ describe('Small objects in the database (FILES_REST_INLINE_MAX_SIZE)', () => {
     } finally {
       Object.assign(backend, saved);
     }
+  });
+
+  it('bytes changed in the database since the upload fail the MD5 computed with them: the failed read is recorded', async () => {
+    const bucket = await createBucket(s.files);
+    const body = randomBytes(2000);
+    await put(`${s.files}/${bucket}/flipped.bin`, body);
+    const f = await fileOf(bucket, 'flipped.bin');
+    const flipped = Buffer.from(body);
+    flipped[1000] = flipped[1000]! ^ 0xff;
+    await db().updateTable('inline_files').set({ data: flipped }).where('uri', '=', f.uri!).execute();
+    const head = (await findHeadInLiveBucket(db(), bucket, 'flipped.bin', true))!;
+    assert.equal(bytesReadWith(head.file!)?.md5, `md5:${md5(flipped)}`);
+    // The only copy: served as it is (FILES_REST_SERVE_CORRUPTED_FILES defaults to 1), and recorded as failed.
+    const r = await fetch(`${s.files}/${bucket}/flipped.bin`);
+    assert.equal(r.status, 200);
+    assert.deepEqual(Buffer.from(await r.arrayBuffer()), flipped);
+    const checked = await db().selectFrom('files').select(['last_check']).where('id', '=', f.id).executeTakeFirstOrThrow();
+    assert.equal(checked.last_check, 0, 'the read recorded the copy as failing its check');
   });
 
   it('an empty upload is kept inline too, and reads back empty', async () => {

@@ -1,4 +1,6 @@
 import { after, before, describe, it } from 'node:test';
+import { createHash } from 'node:crypto';
+import { sql } from 'kysely';
 import assert from 'node:assert/strict';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { threadsNamed } from './support/threads.js';
@@ -112,6 +114,10 @@ describe('SQLite reads on read threads', () => {
     assert.equal(readThreadStats(h.db)!.reads, reads + 1);
     assert.ok(Buffer.isBuffer(row.data), 'not a Buffer');
     assert.ok(bytes.equals(row.data as Buffer));
+    // md5(blob) is defined on the thread's connection too (sqlite-functions.ts).
+    const digest = await h.db.selectFrom('inline_files').select(sql<string>`md5(data)`.as('h')).where('uri', '=', 'inline:test-blob').executeTakeFirstOrThrow();
+    assert.equal(readThreadStats(h.db)!.reads, reads + 2);
+    assert.equal(digest.h, createHash('md5').update(bytes).digest('hex'));
     await assert.rejects(
       // eslint-disable-next-line @typescript-eslint/no-explicit-any
       h.db.selectFrom('no_such_table' as any).selectAll().execute(),

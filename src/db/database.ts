@@ -18,6 +18,7 @@ import { DatabaseMissingError } from './presence.js';
 import { statementName } from './prepared.js';
 import { Checkpointer, WAL_RESTART_BYTES, type CheckpointerStats } from './checkpointer.js';
 import { openNodeSqlite, type SqliteStatement } from './node-sqlite.js';
+import { registerSqlFunctions, type FunctionRegistry } from './sqlite-functions.js';
 import { ReadThreads, ReadThreadLost } from './read-threads.js';
 
 type SqliteDialectDatabase = NonNullable<ConstructorParameters<typeof SqliteDialect>[0]['database']>;
@@ -316,6 +317,7 @@ export async function openDatabase(url: string, opts: DatabaseOptions = {}): Pro
     if (!inMemory) mkdirSync(dirname(resolve(file)), { recursive: true });
     const sqlite = opts.sqliteDriver === 'node' ? openNodeSqlite(file) : new (await import('better-sqlite3')).default(file);
     sqlite.pragma('journal_mode = WAL');
+    registerSqlFunctions(sqlite as unknown as FunctionRegistry);
     // NORMAL, and WalDurability flushes the WAL off the main thread before any commit is acknowledged:
     // an acknowledged upload survives a power cut, as with FULL, without freezing the event loop.
     sqlite.pragma('synchronous = NORMAL');

@@ -1,5 +1,5 @@
 /**
- * node:sqlite (built into Node.js 22.5+, no compiler needed) behind the small part of better-sqlite3's
+ * node:sqlite (built into Node.js 22.5+, no compiler needed; files-rest needs 22.13+, whose node:sqlite defines SQL functions) behind the small part of better-sqlite3's
  * interface that Kysely's SqliteDialect and files-rest use: `prepare(text)` returning a statement
  * with `reader`, `all(params)`, `run(params)` and `iterate(params)`; `inTransaction`; `pragma`;
  * `close`. Chosen with FILES_REST_SQLITE_DRIVER=node; the default stays better-sqlite3 (README,
@@ -16,6 +16,8 @@ interface NodeStatement {
 
 interface NodeDatabase {
   prepare(text: string): NodeStatement;
+  /** Node.js 22.13 and later (absent before). */
+  function?(name: string, options: { deterministic: boolean }, fn: (...args: never[]) => unknown): void;
   exec(text: string): void;
   close(): void;
   readonly isTransaction: boolean;
@@ -31,6 +33,8 @@ export interface SqliteStatement {
 
 export interface SqliteConnection {
   prepare(text: string): SqliteStatement;
+  /** A scalar SQL function written in JavaScript (sqlite-functions.ts). */
+  function(name: string, options: { deterministic: boolean }, fn: (...args: never[]) => unknown): unknown;
   pragma(text: string): void;
   readonly inTransaction: boolean;
   close(): void;
@@ -45,11 +49,14 @@ function bindable(params: readonly unknown[] | undefined): unknown[] {
 /** Opens `file` with node:sqlite; throws a message naming the setting when this Node.js has none. */
 export function openNodeSqlite(file: string): SqliteConnection {
   const require = createRequire(import.meta.url);
-  let mod: { DatabaseSync: new (path: string) => NodeDatabase };
+  let mod: { DatabaseSync: { new (path: string): NodeDatabase; prototype: NodeDatabase } };
   try {
     mod = require('node:sqlite') as typeof mod;
   } catch {
-    throw new Error(`FILES_REST_SQLITE_DRIVER=node needs Node.js 22.5 or later with node:sqlite (this is ${process.version})`);
+    throw new Error(`FILES_REST_SQLITE_DRIVER=node needs Node.js 22.13 or later, with node:sqlite (this is ${process.version})`);
+  }
+  if (typeof mod.DatabaseSync.prototype.function !== 'function') {
+    throw new Error(`FILES_REST_SQLITE_DRIVER=node needs Node.js 22.13 or later, whose node:sqlite can define SQL functions (this is ${process.version})`);
   }
   const db = new mod.DatabaseSync(file);
   return {
@@ -65,6 +72,9 @@ export function openNodeSqlite(file: string): SqliteConnection {
     },
     pragma(text: string) {
       db.exec(`pragma ${text}`);
+    },
+    function(name, options, fn) {
+      db.function!(name, options, fn);
     },
     get inTransaction() {
       return db.isTransaction;

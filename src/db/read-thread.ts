@@ -3,18 +3,20 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { openNodeSqlite, type SqliteConnection, type SqliteStatement } from './node-sqlite.js';
 import { nameThisThread } from '../util/thread-name.js';
+import { registerSqlFunctions } from './sqlite-functions.js';
 import type { ReadAnswer, ReadRequest } from './read-threads.js';
 
 const { file, driver, mmapSize } = workerData as { file: string; driver: 'better-sqlite3' | 'node'; mmapSize: number };
 nameThisThread('files-rest-read');
 
-const db: Pick<SqliteConnection, 'prepare' | 'pragma' | 'close'> =
+const db: Pick<SqliteConnection, 'prepare' | 'pragma' | 'close' | 'function'> =
   driver === 'node' ? openNodeSqlite(file) : (new (await import('better-sqlite3')).default(file, { fileMustExist: true }) as unknown as SqliteConnection);
 // This connection reads and never writes: a statement that would write fails here instead.
 db.pragma('query_only = ON');
 db.pragma('busy_timeout = 15000');
 db.pragma('temp_store = MEMORY');
 db.pragma(`mmap_size = ${mmapSize}`);
+registerSqlFunctions(db);
 
 /** Prepared statements by the id the server gave their SQL text (it sends each text once). */
 const statements = new Map<number, SqliteStatement>();

@@ -1,5 +1,5 @@
 import type { Readable } from 'node:stream';
-import type { Compilable, QueryCreator, Selectable } from 'kysely';
+import { sql, type Compilable, type QueryCreator, type Selectable } from 'kysely';
 import { AppError } from '../errors.js';
 import { transaction } from '../db/database.js';
 import { prepared } from '../db/prepared.js';
@@ -446,19 +446,33 @@ function bucketWithHead(db: Executor, key: string) {
  * instead of asking the inline backend. Kept beside the file instance, not in it: a version is
  * serialised in places (events, answers) where bytes have no business.
  */
-const bytesReadWithFile = new WeakMap<FileInstance, Buffer>();
+const bytesReadWithFile = new WeakMap<FileInstance, BytesRead>();
+
+/**
+ * An inline file's bytes as read with its version, and their MD5 (`md5:<hex>`) computed by the
+ * statement that read them (sqlite-functions.ts; PostgreSQL's own md5), not on the event loop.
+ */
+export interface BytesRead {
+  data: Buffer;
+  md5: string;
+}
 
 /** The bytes of an inline file that were read with its version, if they were. */
-export function bytesReadWith(file: FileInstance): Buffer | undefined {
+export function bytesReadWith(file: FileInstance): BytesRead | undefined {
   return bytesReadWithFile.get(file);
 }
 
-/** The version of a row, the inline bytes read with it (column `f_bytes`) remembered beside its file. */
-function versionWithBytes(r: VersionWithFileRow & { f_bytes?: Uint8Array | null }): ObjectVersion {
+/** The version of a row, the inline bytes read with it (columns `f_bytes`, `f_bytes_md5`) remembered beside its file. */
+function versionWithBytes(r: VersionWithFileRow & { f_bytes?: Uint8Array | null; f_bytes_md5?: string | null }): ObjectVersion {
   const v = toVersion(r);
-  if (r.f_bytes && v.file) bytesReadWithFile.set(v.file, Buffer.isBuffer(r.f_bytes) ? r.f_bytes : Buffer.from(r.f_bytes.buffer, r.f_bytes.byteOffset, r.f_bytes.byteLength));
+  if (r.f_bytes && r.f_bytes_md5 && v.file) {
+    const data = Buffer.isBuffer(r.f_bytes) ? r.f_bytes : Buffer.from(r.f_bytes.buffer, r.f_bytes.byteOffset, r.f_bytes.byteLength);
+    bytesReadWithFile.set(v.file, { data, md5: `md5:${r.f_bytes_md5}` });
+  }
   return v;
 }
+/** The bytes of the inline file joined as `inline_files`, and their MD5 in hex. */
+const INLINE_BYTES_COLUMNS = ['inline_files.data as f_bytes', sql<string | null>`md5(inline_files.data)`.as('f_bytes_md5')] as const;
 
 const liveBucketHeadQuery = prepared((db: Executor, bucketId: string, key: string) =>
   bucketWithHead(db, key).select(['buckets.deleted as b_deleted', ...VERSION_WITH_FILE_COLUMNS]).where('buckets.id', '=', bucketId),
@@ -466,7 +480,7 @@ const liveBucketHeadQuery = prepared((db: Executor, bucketId: string, key: strin
 const liveBucketHeadWithBytesQuery = prepared((db: Executor, bucketId: string, key: string) =>
   bucketWithHead(db, key)
     .leftJoin('inline_files', 'inline_files.uri', 'files.uri')
-    .select(['buckets.deleted as b_deleted', ...VERSION_WITH_FILE_COLUMNS, 'inline_files.data as f_bytes'])
+    .select(['buckets.deleted as b_deleted', ...VERSION_WITH_FILE_COLUMNS, ...INLINE_BYTES_COLUMNS])
     .where('buckets.id', '=', bucketId),
 );
 
@@ -487,7 +501,7 @@ function liveBucketWithHead(db: Executor, key: string) {
   return bucketWithHead(db, key).select(['buckets.id as b_id', ...VERSION_WITH_FILE_COLUMNS, 'object_versions.metadata']).where('buckets.deleted', '=', 0);
 }
 function liveBucketWithHeadAndBytes(db: Executor, key: string) {
-  return liveBucketWithHead(db, key).leftJoin('inline_files', 'inline_files.uri', 'files.uri').select('inline_files.data as f_bytes');
+  return liveBucketWithHead(db, key).leftJoin('inline_files', 'inline_files.uri', 'files.uri').select([...INLINE_BYTES_COLUMNS]);
 }
 const liveBucketWithHeadById = prepared((db: Executor, bucketId: string, key: string) => liveBucketWithHead(db, key).where('buckets.id', '=', bucketId));
 const liveBucketWithHeadByName = prepared((db: Executor, name: string, key: string) => liveBucketWithHead(db, key).where('buckets.name', '=', name));

@@ -151,8 +151,11 @@ export async function openContent(ctx: DomainContext, file: ServableFile, range:
     const backend = ctx.storage.forUri(copy.uri);
     try {
       let data: Buffer | null = null;
-      if (fetched && copy.uri === file.uri && fetched.length === file.size) {
-        data = fetched.subarray(whole.start, whole.end + 1);
+      // The MD5 of `data` when it is already known (the statement that read it computed it).
+      let md5: string | null = null;
+      if (fetched && copy.uri === file.uri && fetched.data.length === file.size) {
+        data = fetched.data.subarray(whole.start, whole.end + 1);
+        if (wholeFile) md5 = fetched.md5;
       } else {
         if (length > SMALL_READ && backend.openReader) {
           const reader = await backend.openReader(copy.uri);
@@ -163,7 +166,7 @@ export async function openContent(ctx: DomainContext, file: ServableFile, range:
         if (data === null) return { kind: 'stream', stream: await backend.open(copy.uri, range ?? undefined), copy, checksum: mode === 'all' ? file.checksum : null };
       }
       if (mode !== 'off') {
-        const found = md5Of(data);
+        const found = md5 ?? md5Of(data);
         if (found !== file.checksum || data.length !== file.size) {
           failed = { copy, e: new ChecksumMismatchOnRead(found) };
           corrupt ??= data;
