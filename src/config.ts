@@ -70,7 +70,7 @@ export interface Config {
    * metadata (one WAL flush shared by many uploads), instead of as files in the location; 0: never.
    */
   readonly inlineMaxSize: number;
-  /** FILES_REST_SQLITE_DRIVER: better-sqlite3 (default) or node (node:sqlite, Node.js 22.5+). */
+  /** FILES_REST_SQLITE_DRIVER: better-sqlite3 (default) or node (node:sqlite, Node.js 22.13+). */
   readonly sqliteDriver: 'better-sqlite3' | 'node';
   /** SQLite: threads that run the reads outside transactions while reads come fast (0: every statement on the event loop). */
   readonly sqliteReadThreads: number;
