@@ -144,8 +144,8 @@ const retireHead = prepared((db: Executor, now: number, bucketId: string, key: s
  * instance (with its bytes when they are kept inline) and the new head version. On PostgreSQL every
  * statement is a round trip and costs the event loop about 100 µs (pg's Bind/Execute and a writev to
  * the socket: 58 µs per writev in a W3 profile), and a bucket's uploads commit one after another in
- * its group, under its lock (`bench/README.md`, W3 on PostgreSQL: 1 649 uploads a second before, 2 593
- * after, with groups without savepoints).
+ * its group, under its lock (README, Performance, Session 26: W3 on PostgreSQL 1 649 uploads a
+ * second before, 2 593 after, with groups without savepoints).
  *
  * Each part writes its own table. Every write reads the bucket's row (FROM b), so nothing is written
  * for a bucket that does not exist, and the file takes the bucket's default storage class there. The
@@ -160,8 +160,8 @@ const retireHead = prepared((db: Executor, now: number, bucketId: string, key: s
  * before its first statement: a statement that waited for that lock inside would keep its older
  * snapshot for its other parts, miss the head another process's group had just committed, and
  * insert a second head (multinode.test.ts found it). The retirement addresses the head by bucket id
- * and key, as a lone one does: joined with the bucket's row instead (FROM b), PostgreSQL's plans for
- * it made some uploads of a full run 20 times slower than others.
+ * and key, as a lone one does: joined with the bucket's row instead (FROM b), the uploads of a full
+ * benchmark run went at a third of the speed, by fits (the plans were not examined).
  */
 type StoreArgs = [now: number, bucketId: string, key: string, versionId: string, mimetype: string, tags: string, metadata: string | null, fileId: string, locationId: string, uri: string, size: number, checksum: string];
 const storeAll = (db: Executor, [now, bucketId, key, versionId, mimetype, tags, metadata, fileId, locationId, uri, size, checksum]: StoreArgs, data: Buffer | null) => {
