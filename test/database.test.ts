@@ -58,7 +58,7 @@ describe('FILES_REST_SQLITE_DRIVER', () => {
         assert.equal(r.name, 'n1');
         assert.ok(walDurability(n.db)!.flushes >= 1, 'the commit was flushed before it returned');
         const digest = await sql<{ h: string | null; n: string | null }>`select md5(x'616263') as h, md5(null) as n`.execute(n.db);
-        assert.deepEqual(digest.rows[0], { h: '900150983cd24fb0d6963f7d28e17f72', n: null });
+        assert.deepEqual({ ...digest.rows[0] }, { h: '900150983cd24fb0d6963f7d28e17f72', n: null });
       } finally {
         await n.close();
       }
@@ -226,7 +226,7 @@ describe('SQLite commits are flushed before they are acknowledged', () => {
 
   it('defines md5(blob) as PostgreSQL does (hex, null for null) on the server\'s connection (a read thread\'s: read-threads.test.ts)', async () => {
     const digest = await sql<{ h: string | null; n: string | null }>`select md5(x'616263') as h, md5(null) as n`.execute(h.db);
-    assert.deepEqual(digest.rows[0], { h: '900150983cd24fb0d6963f7d28e17f72', n: null });
+    assert.deepEqual({ ...digest.rows[0] }, { h: '900150983cd24fb0d6963f7d28e17f72', n: null });
   });
 
   it('runs in WAL mode with synchronous = NORMAL (the flush is ours, not COMMIT’s)', async () => {
