@@ -13,7 +13,7 @@ export interface FunctionRegistry {
   function(name: string, options: { deterministic: boolean }, fn: (...args: never[]) => unknown): unknown;
 }
 
-export function md5Hex(bytes: Uint8Array | null): string | null {
+function md5Hex(bytes: Uint8Array | null): string | null {
   return bytes === null || bytes === undefined ? null : createHash('md5').update(bytes).digest('hex');
 }
 

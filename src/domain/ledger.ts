@@ -170,6 +170,11 @@ function fileRowArgs(f: NewFileInstance, now: number): FileRowArgs {
 
 const insertFileQuery = prepared((db: Executor, ...row: FileRowArgs) => db.insertInto('files').values(fileInstanceRow(...row)).returningAll());
 
+/** A new file instance as its row makes it, for a statement that inserts that row in a larger one. */
+export function newFileInstance(f: NewFileInstance, now: number): FileInstance {
+  return toFile(fileInstanceRow(...fileRowArgs(f, now)));
+}
+
 /** Records a file instance (the bytes are already in storage, or preallocated for parts); returns it as stored. */
 export async function insertFileInstance(tx: Tx, f: NewFileInstance, now = nowMicros()): Promise<FileInstance> {
   const row = await insertFileQuery.first(tx, ...fileRowArgs(f, now));

@@ -1,9 +1,9 @@
 import type { Readable } from 'node:stream';
-import { sql, type Compilable, type QueryCreator, type Selectable } from 'kysely';
+import { sql, type Compilable, type QueryCreator } from 'kysely';
 import { AppError } from '../errors.js';
 import { transaction } from '../db/database.js';
 import { prepared } from '../db/prepared.js';
-import { TRUE_LITERAL, type BucketTable, type Database, type Executor } from '../db/schema.js';
+import { TRUE_LITERAL, type Database, type Executor } from '../db/schema.js';
 import type { ByteMeter, ByteObserver, DigestAlgorithm } from './byte-meter.js';
 import { receive, type ExpectedDigest } from './receive.js';
 import { newId, newOrderedId } from '../util/ids.js';
@@ -11,7 +11,7 @@ import { collect, INLINE_SCHEME, insertInlineFile } from '../storage/inline/inli
 import { nowMicros } from '../util/time.js';
 import { getLiveBucket } from './buckets.js';
 import { fileRequiredCopies, queueReplication, replicateFile, requiredCopies } from './replicas.js';
-import { assertWritable, bucketBeforeStore, insertFileInstance, lockAndStoreStatement, lockBucketAndStore, lockBucketForWrite, removeStored } from './ledger.js';
+import { assertWritable, bucketBeforeStore, insertFileInstance, lockAndStoreStatement, lockBucketAndStore, lockBucketForWrite, newFileInstance, removeStored, type NewFileInstance } from './ledger.js';
 import type { DomainContext } from './context.js';
 import { checkSize, tightestLimit } from './limits.js';
 import { getLocationById } from './locations.js';
@@ -261,6 +261,9 @@ export interface NewFile {
  * instance and the version, and make it the head. Two API processes can't both pass a quota, both
  * win an `If-None-Match: *`, or leave two heads.
  */
+/** The file instance of an upload's bytes: readable, of its bucket's default storage class. */
+const newFile = (f: NewFile, bucket: Bucket): NewFileInstance => ({ id: f.id, locationId: f.locationId, uri: f.uri, storageClass: bucket.defaultStorageClass, size: f.size, checksum: f.checksum, state: 'readable' });
+
 export async function commitNewVersion(
   ctx: DomainContext,
   input: {
@@ -302,12 +305,12 @@ export async function commitNewVersion(
       }
       const args: StoreArgs = [now, input.bucketId, input.key, versionId, input.mimetype, tags, metadata, f.id, f.locationId, f.uri, size, f.checksum];
       const r = f.content ? await storeInlineFileAndHead.first(tx, f.content, ...args) : await storeFileAndHead.first(tx, ...args);
-      const { v_seq: seq, ...bucketRow } = r ?? { v_seq: 0 };
-      const bucket = bucketBeforeStore(r ? (bucketRow as Selectable<BucketTable>) : undefined, size);
+      // The bucket's row, with the new version's seq beside it (toBucket reads only the bucket's columns).
+      const bucket = bucketBeforeStore(r, size);
       required = requiredCopies(ctx.config, bucket);
       fileId = f.id;
-      inserted = toFile({ id: f.id, location_id: f.locationId, uri: f.uri, storage_class: bucket.defaultStorageClass, size, checksum: f.checksum, readable: 1, writable: 0, last_check_at: null, last_check: null, created: now, updated: now });
-      row = { seq, version_id: versionId, bucket_id: bucket.id, key: input.key, file_id: f.id, mimetype: input.mimetype, is_head: 1, tags, created: now, updated: now };
+      inserted = newFileInstance(newFile(f, bucket), now);
+      row = { seq: r!.v_seq, version_id: versionId, bucket_id: bucket.id, key: input.key, file_id: f.id, mimetype: input.mimetype, is_head: 1, tags, created: now, updated: now };
     } else {
       const bucket = await lockBucketAndStore(tx, input.bucketId, size, input.releaseReservation);
       required = requiredCopies(ctx.config, bucket);
@@ -316,7 +319,7 @@ export async function commitNewVersion(
         fileId = f.existingId;
       } else {
         fileId = f.id;
-        inserted = await insertFileInstance(tx, { id: fileId, locationId: f.locationId, uri: f.uri, storageClass: bucket.defaultStorageClass, size, checksum: f.checksum, state: 'readable' }, now);
+        inserted = await insertFileInstance(tx, newFile(f, bucket), now);
         if (f.content) await insertInlineFile(tx, f.uri, f.content, now);
       }
       if (hooks.inTransaction) await hooks.inTransaction(tx);
