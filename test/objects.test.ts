@@ -7,6 +7,7 @@ import { startTestServer, storedFiles, testStorage, type TestServer } from './su
 import { createBucket, downloadMd5, md5, put, putAndDisconnect, req, waitFor } from './support/http.js';
 import { setBucketProperties } from '../src/domain/buckets.js';
 import { snapshotBucket } from '../src/domain/snapshots.js';
+import { SECURITY_HEADERS } from '../src/http/download.js';
 
 describe('Objects', () => {
   let s: TestServer;
@@ -151,6 +152,8 @@ describe('Objects', () => {
       assert.equal(h.get('x-permitted-cross-domain-policies'), 'none');
       assert.equal(h.get('x-frame-options'), 'deny');
       assert.equal(h.get('x-xss-protection'), '1; mode=block');
+      // download.ts writes these out in its literal (faster than spreading the constant): every one is sent.
+      for (const [name, value] of Object.entries(SECURITY_HEADERS)) assert.equal(h.get(name), value, name);
     });
 
     it('?download answers with Content-Disposition: attachment; ?download=0 does not', async () => {
