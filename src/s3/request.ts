@@ -60,13 +60,22 @@ export function continueBody(r: S3Request): void {
 /** Sends an XML document (200 unless told). */
 export function sendXml(r: S3Request, body: string, status = 200, headers: Record<string, string> = {}): void {
   const buf = Buffer.from(body, 'utf8');
-  r.res.writeHead(status, { ...headers, 'content-type': 'application/xml', 'content-length': String(buf.length) });
+  const head = Object.assign({}, headers);
+  head['content-type'] = 'application/xml';
+  head['content-length'] = String(buf.length);
+  r.res.writeHead(status, head);
   r.res.end(r.method === 'HEAD' ? undefined : buf);
 }
 
-/** Sends an empty answer. */
+/**
+ * Sends an empty answer. The answers' headers are copied with Object.assign and then set: an object
+ * spread first in a literal (`{ ...headers, 'content-length': '0' }`) took 0.5–4.5 µs against 0.1 in
+ * a micro-benchmark (V8 builds such objects slowly; see download.ts).
+ */
 export function sendEmpty(r: S3Request, status: number, headers: Record<string, string> = {}): void {
-  r.res.writeHead(status, { ...headers, 'content-length': '0' });
+  const head = Object.assign({}, headers);
+  head['content-length'] = '0';
+  r.res.writeHead(status, head);
   r.res.end();
 }
 
@@ -105,7 +114,9 @@ export function sendError(res: ServerResponse, req: IncomingMessage, err: S3Erro
     return;
   }
   const body = Buffer.from(renderS3ErrorXml(err, { resource, requestId }), 'utf8');
-  const headers: Record<string, string> = { ...extra, 'content-type': 'application/xml', 'content-length': String(body.length) };
+  const headers: Record<string, string> = Object.assign({}, extra);
+  headers['content-type'] = 'application/xml';
+  headers['content-length'] = String(body.length);
   if (closeOrDrain(req, err)) headers.connection = 'close';
   res.writeHead(err.status, headers);
   res.end(req.method === 'HEAD' ? undefined : body);

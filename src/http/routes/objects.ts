@@ -22,7 +22,7 @@ export async function downloadHandler({ ctx, auth }: HttpDeps, req: FastifyReque
   const resource = { type: 'object' as const, bucketId: addr.bucketId, key: addr.key };
   const version = await resolveRead(
     ctx,
-    { ...addr, versionId },
+    { bucketId: addr.bucketId, key: addr.key, versionId },
     {
       object: () => auth.require(req, 'object-read', resource),
       version: (id) => auth.require(req, 'object-read-version', { ...resource, id }),
