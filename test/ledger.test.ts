@@ -9,7 +9,7 @@ import { createBucket, findBucket, setBucketLocked, setBucketProperties } from '
 import { assertWritable, lockBucketAndStore, lockBucketForWrite, releaseReservation, removeStored, reserve } from '../src/domain/ledger.js';
 import { abortUpload, expireUploads, initiateUpload } from '../src/domain/multipart.js';
 import { isAppError } from '../src/errors.js';
-import { findHead, putObject } from '../src/domain/objects.js';
+import { findHead, putObject, storeBatchStats } from '../src/domain/objects.js';
 import { Readable } from 'node:stream';
 
 describe('The ledger of a bucket', () => {
@@ -128,6 +128,43 @@ describe('The ledger of a bucket', () => {
       assert.equal(head?.file?.size, 30);
       assert.equal(head?.file?.storageClass, v.file?.storageClass);
     }
+  });
+
+  it('concurrent uploads to one bucket: each key keeps one head, the size counts every version, each answer is what is stored (PostgreSQL: in one statement per group)', async () => {
+    const b = await bucketWithQuota(null);
+    const big = s.config.inlineMaxSize + 1;
+    // Keys with a head already: their heads are retired by the group's commit.
+    const old = new Map<string, Awaited<ReturnType<typeof putObject>>>();
+    for (let i = 0; i < 4; i++) old.set(`k${i}`, await putObject(ctx(), { bucketId: b.id, key: `k${i}`, source: Readable.from([Buffer.alloc(10, i)]), declaredSize: 10 }));
+    const upload = (key: string, size: number, fill: number) => putObject(ctx(), { bucketId: b.id, key, source: Readable.from([Buffer.alloc(size, fill)]), declaredSize: size });
+    const batchesBefore = { ...storeBatchStats };
+    // Distinct keys, inline and as files; then a second round with one key sent six times at once.
+    const first = await Promise.all(Array.from({ length: 24 }, (_, i) => upload(`k${i}`, i % 2 ? big : 30, i)));
+    const second = await Promise.all([...Array.from({ length: 6 }, (_, i) => upload('same', 20 + i, 100 + i)), ...Array.from({ length: 6 }, (_, i) => upload(`m${i}`, 5, i))]);
+    if (ctx().dialect === 'postgres') assert.ok(storeBatchStats.uploads > batchesBefore.uploads, 'some uploads were committed in a batch');
+    else assert.deepEqual(storeBatchStats, batchesBefore, 'SQLite commits no batch');
+    const rows = await ctx().db.selectFrom('object_versions').selectAll().where('bucket_id', '=', b.id).execute();
+    const heads = rows.filter((r) => r.is_head === 1);
+    assert.deepEqual(heads.map((r) => r.key).sort(), [...new Set(rows.map((r) => r.key))].sort(), 'one head per key');
+    assert.equal(heads.length, new Set(heads.map((r) => r.key)).size);
+    for (const [key, v] of old) {
+      const r = rows.find((x) => x.version_id === v.versionId)!;
+      assert.equal(r.is_head, 0, `${key}'s old head is retired`);
+      assert.ok(r.updated > r.created);
+    }
+    const sameVersions = rows.filter((r) => r.key === 'same');
+    assert.equal(sameVersions.length, 6);
+    const stored = [...old.values(), ...first, ...second];
+    assert.equal((await account(b.id)).size, stored.reduce((n, v) => n + v.file!.size, 0));
+    // What was answered is what is stored.
+    for (const v of [...first, ...second]) {
+      const r = rows.find((x) => x.version_id === v.versionId)!;
+      assert.equal(Number(r.seq), v.seq);
+      assert.equal(r.key, v.key);
+      const head = await findHead(ctx().db, b.id, v.key);
+      if (head?.versionId === v.versionId) assert.equal(head.file?.checksum, v.file?.checksum);
+    }
+    for (const v of first) assert.equal((await findHead(ctx().db, b.id, v.key))?.versionId, v.versionId);
   });
 
   it('concurrent reservations never pass the quota together', async () => {
