@@ -9,7 +9,7 @@ import { createBucket, findBucket, setBucketLocked, setBucketProperties } from '
 import { assertWritable, lockBucketAndStore, lockBucketForWrite, releaseReservation, removeStored, reserve } from '../src/domain/ledger.js';
 import { abortUpload, expireUploads, initiateUpload } from '../src/domain/multipart.js';
 import { isAppError } from '../src/errors.js';
-import { findHead, putObject, storeBatchStats } from '../src/domain/objects.js';
+import { findHead, putObject, STORE_BATCH_MAX_INLINE_BYTES, storeBatchStats } from '../src/domain/objects.js';
 import { Readable } from 'node:stream';
 
 describe('The ledger of a bucket', () => {
@@ -165,6 +165,19 @@ describe('The ledger of a bucket', () => {
       if (head?.versionId === v.versionId) assert.equal(head.file?.checksum, v.file?.checksum);
     }
     for (const v of first) assert.equal((await findHead(ctx().db, b.id, v.key))?.versionId, v.versionId);
+  });
+
+  it('many large inline uploads at once: all stored, and no batch carries more than 1 MiB of bytes (PostgreSQL sends a batch\'s bytes as text)', async () => {
+    const b = await bucketWithQuota(null);
+    const size = Math.min(s.config.inlineMaxSize, 60 * 1024);
+    const count = Math.ceil((2 * STORE_BATCH_MAX_INLINE_BYTES) / size);
+    const versions = await Promise.all(
+      Array.from({ length: count }, (_, i) => putObject(ctx(), { bucketId: b.id, key: `big${i}`, source: Readable.from([Buffer.alloc(size, i)]), declaredSize: size })),
+    );
+    assert.equal(versions.length, count);
+    assert.equal((await account(b.id)).size, count * size);
+    for (const v of versions) assert.equal((await findHead(ctx().db, b.id, v.key))?.versionId, v.versionId);
+    assert.ok(storeBatchStats.largestInlineBytes <= STORE_BATCH_MAX_INLINE_BYTES, `largest batch: ${storeBatchStats.largestInlineBytes} bytes`);
   });
 
   it('concurrent reservations never pass the quota together', async () => {

@@ -257,7 +257,7 @@ interface StoreBatchArgs {
  * back and runs again with the lock first (GroupCommit), as multinode.test.ts checks.
  */
 /** Batches storeBatch has run in this process, and the uploads they held (observability, tests). */
-export const storeBatchStats = { batches: 0, uploads: 0 };
+export const storeBatchStats = { batches: 0, uploads: 0, largestInlineBytes: 0 };
 
 /**
  * The statement of storeBatch, one text whatever the batch's length (its arguments are arrays), so
@@ -304,20 +304,32 @@ const storeBatchQuery = prepared(
   }),
 );
 
+/**
+ * Inline bytes one batch carries at most; a group with more commits one upload at a time. The bytes
+ * of an array parameter go as text, hex-escaped (pg sends a lone Buffer in binary): a group of 256
+ * uploads of FILES_REST_INLINE_MAX_SIZE's 1 MiB at most would have made a string of over 512 MiB,
+ * past what V8 can hold, where its one-by-one statements send each upload's bytes alone.
+ */
+export const STORE_BATCH_MAX_INLINE_BYTES = 1024 * 1024;
+
 async function storeBatch(tx: Tx, batch: StoreBatchArgs[]): Promise<StoreResult[] | null> {
   if (batch.length < 2) return null;
   const bucketId = batch[0]!.args[1];
   const keys = new Set<string>();
-  for (const { args } of batch) {
+  let inline = 0;
+  for (const { args, content } of batch) {
     if (args[1] !== bucketId || keys.has(args[2])) return null;
     keys.add(args[2]);
+    inline += content?.length ?? 0;
   }
+  if (inline > STORE_BATCH_MAX_INLINE_BYTES) return null;
   const col = <K extends keyof StoreArgs & number>(i: K) => batch.map((b) => b.args[i]);
   const rows = await storeBatchQuery.execute(tx, col(0), col(2), col(3), col(4), col(5), col(6), col(7), col(8), col(9), col(10), col(11), batch.map((b) => b.content ?? null), bucketId);
   // No bucket (removed meanwhile): no row. The group is rolled back and its uploads run one by one, refused there.
   if (rows.length !== batch.length) throw new AppError('BUCKET_NOT_FOUND');
   storeBatchStats.batches++;
   storeBatchStats.uploads += batch.length;
+  storeBatchStats.largestInlineBytes = Math.max(storeBatchStats.largestInlineBytes, inline);
   const byVersion = new Map(rows.map((r) => [r.v_version_id, r]));
   let after = 0;
   for (const { args } of batch) after += args[10];
