@@ -499,8 +499,9 @@ export type AnyBatch = BatchedTransaction<any, any, any>;
  * `run` or a `finish` throw, the group is rolled back and run again as without batches (each `fn` in
  * its savepoint). `run` comes before the group's `begin` (PostgreSQL: the bucket's row lock), which
  * runs only if it declines: its statement takes the locks it needs, and must fail, not write wrongly,
- * when what it read was changed by a transaction it waited for (storeBatch: a second head). PostgreSQL: N uploads' commits to one bucket in one statement instead of N
- * (objects.ts, storeBatch), a round trip per upload less under the bucket's lock.
+ * when what it read was changed by a transaction it waited for (storeBatch: a second head).
+ * PostgreSQL: N uploads' commits to one bucket in one statement instead of N (objects.ts, storeBatch),
+ * a round trip per upload less under the bucket's lock.
  */
 export interface BatchedTransaction<A, R, T> {
   run: (tx: Tx, args: A[]) => Promise<R[] | null>;

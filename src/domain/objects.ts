@@ -237,25 +237,6 @@ interface StoreBatchArgs {
   content: Buffer | undefined;
 }
 
-/**
- * PostgreSQL: the commits of several uploads to one bucket in one statement, what storeAll does for
- * each in turn (GroupCommit runs it for a group of such commits: BatchedTransaction). The uploads
- * come in as arrays (unnest … with ordinality); the bucket's row takes the sum of their bytes; the heads
- * of their keys are retired, each with its own upload's time; the files (with their inline bytes)
- * and the new heads are inserted. Each upload's result is the bucket's row as it would be after its
- * own store, in the group's order (its size less the bytes of those after it), so its checks
- * (bucketBeforeStore, in `finish`) are those of storing them one by one; should one refuse, the group
- * runs again one transaction at a time. Two uploads of one key in the group, or of another bucket:
- * declined (null), and the group runs each on its own.
- *
- * It runs without the group's bucket lock first (a round trip less per group): its own UPDATE of the
- * bucket's row takes it. When that waits for another process's group, the statement's other parts
- * keep their older snapshot, and it fails rather than writes wrongly: the bucket's row is the latest
- * (an UPDATE re-reads the row it waited for: size, quota, lock and deletion as now); a head the other
- * group retired is retired again (no harm) while the head it inserted is not, so the new head breaks
- * the one-head index; a first head the other group inserted breaks it too. The group is then rolled
- * back and runs again with the lock first (GroupCommit), as multinode.test.ts checks.
- */
 /** Batches storeBatch has run in this process, and the uploads they held (observability, tests). */
 export const storeBatchStats = { batches: 0, uploads: 0, largestInlineBytes: 0 };
 
@@ -312,6 +293,26 @@ const storeBatchQuery = prepared(
  */
 export const STORE_BATCH_MAX_INLINE_BYTES = 1024 * 1024;
 
+/**
+ * PostgreSQL: the commits of several uploads to one bucket in one statement, what storeAll does for
+ * each in turn (GroupCommit runs it for a group of such commits: BatchedTransaction). The uploads
+ * come in as arrays (unnest); the bucket's row takes the sum of their bytes; the heads of their keys
+ * are retired, each with its own upload's time; the files (with their inline bytes)
+ * and the new heads are inserted. Each upload's result is the bucket's row as it would be after its
+ * own store, in the group's order (its size less the bytes of those after it), so its checks
+ * (bucketBeforeStore, in `finish`) are those of storing them one by one; should one refuse, the group
+ * runs again one transaction at a time. Two uploads of one key in the group, uploads of another
+ * bucket, or more inline bytes than STORE_BATCH_MAX_INLINE_BYTES: declined (null), and the group runs
+ * each on its own.
+ *
+ * It runs without the group's bucket lock first (a round trip less per group): its own UPDATE of the
+ * bucket's row takes it. When that waits for another process's group, the statement's other parts
+ * keep their older snapshot, and it fails rather than writes wrongly: the bucket's row is the latest
+ * (an UPDATE re-reads the row it waited for: size, quota, lock and deletion as now); a head the other
+ * group retired is retired again (no harm) while the head it inserted is not, so the new head breaks
+ * the one-head index; a first head the other group inserted breaks it too. The group is then rolled
+ * back and runs again with the lock first (GroupCommit), as multinode.test.ts checks.
+ */
 async function storeBatch(tx: Tx, batch: StoreBatchArgs[]): Promise<StoreResult[] | null> {
   if (batch.length < 2) return null;
   const bucketId = batch[0]!.args[1];
@@ -367,15 +368,15 @@ export interface NewFile {
   content?: Buffer;
 }
 
+/** The file instance of an upload's bytes: readable, of its bucket's default storage class. */
+const newFile = (f: NewFile, bucket: Bucket): NewFileInstance => ({ id: f.id, locationId: f.locationId, uri: f.uri, storageClass: bucket.defaultStorageClass, size: f.size, checksum: f.checksum, state: 'readable' });
+
 /**
  * The metadata half of an upload: in one transaction, under the bucket's row lock, re-check the
  * limits and the precondition against the current bucket and head, add the size, insert the file
  * instance and the version, and make it the head. Two API processes can't both pass a quota, both
  * win an `If-None-Match: *`, or leave two heads.
  */
-/** The file instance of an upload's bytes: readable, of its bucket's default storage class. */
-const newFile = (f: NewFile, bucket: Bucket): NewFileInstance => ({ id: f.id, locationId: f.locationId, uri: f.uri, storageClass: bucket.defaultStorageClass, size: f.size, checksum: f.checksum, state: 'readable' });
-
 export async function commitNewVersion(
   ctx: DomainContext,
   input: {
