@@ -124,6 +124,14 @@ describe('S3 door', () => {
     const ranged = await s3.send(new GetObjectCommand({ Bucket: 'sdk-bucket', Key: 'dir/a b+é.bin', Range: 'bytes=10-19' }));
     assert.deepEqual(Buffer.from(await ranged.Body!.transformToByteArray()), body.subarray(10, 20));
     assert.equal(ranged.ContentRange, `bytes 10-19/${body.length}`);
+    // A Range that is no byte range is ignored, as S3 does (200, the whole object); one past the end is InvalidRange.
+    for (const Range of ['bytes=abc', 'bytes=20-10', 'bytes=', 'bytes=1-2-3']) {
+      const whole = await s3.send(new GetObjectCommand({ Bucket: 'sdk-bucket', Key: 'dir/a b+é.bin', Range }));
+      assert.equal(whole.$metadata.httpStatusCode, 200, Range);
+      assert.equal(whole.ContentRange, undefined, Range);
+      assert.deepEqual(Buffer.from(await whole.Body!.transformToByteArray()), body, Range);
+    }
+    assert.deepEqual(await s3Code(s3.send(new GetObjectCommand({ Bucket: 'sdk-bucket', Key: 'dir/a b+é.bin', Range: `bytes=${body.length}-` }))), { name: 'InvalidRange', status: 416 });
     const head = await s3.send(new HeadObjectCommand({ Bucket: 'sdk-bucket', Key: 'dir/a b+é.bin' }));
     assert.equal(head.ContentLength, body.length);
     assert.equal(head.ETag, put.ETag);

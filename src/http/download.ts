@@ -67,28 +67,32 @@ function parseDate(h: string | undefined): number | null {
 }
 
 /**
- * Parses `Range: bytes=…` for a file of `size` bytes: a range, 'ignore' or 'unsatisfiable'.
- * A range unit other than `bytes` (`items=0-1`) is ignored, as RFC 9110 §14.2 requires: 200 and the
- * whole file.
+ * Parses `Range: bytes=…` for a file of `size` bytes: a range; 'ignore' (a range unit other than
+ * `bytes`, such as `items=0-1`, which RFC 9110 §14.2 requires to be ignored, or several ranges: 200
+ * and the whole file); 'unsatisfiable' (a well-formed range that selects no byte: a first byte at
+ * or past the end, a suffix of 0, any range of an empty file); or 'invalid' (not a byte range:
+ * `bytes=abc`, a last byte before the first). Each door says what an invalid one answers: the REST
+ * door 416, as RFC 7233 §4.4 advises; the S3 door the whole object, as S3 does.
  */
-export function parseRange(header: string, size: number): ByteRange | 'ignore' | 'unsatisfiable' {
+export function parseRange(header: string, size: number): ByteRange | 'ignore' | 'unsatisfiable' | 'invalid' {
   const unit = /^\s*([!#$%&'*+.^_`|~0-9A-Za-z-]+)\s*=/.exec(header);
   if (unit && unit[1]!.toLowerCase() !== 'bytes') return 'ignore';
   const m = /^\s*bytes\s*=\s*(.+)$/i.exec(header);
-  if (!m) return 'unsatisfiable';
+  if (!m) return 'invalid';
   const specs = m[1]!.split(',').map((s) => s.trim());
   // Several ranges would need a multipart/byteranges body; a full 200 answer is allowed instead.
   if (specs.length > 1) return 'ignore';
   const r = /^(\d*)\s*-\s*(\d*)$/.exec(specs[0]!);
-  if (!r || (r[1] === '' && r[2] === '')) return 'unsatisfiable';
+  if (!r || (r[1] === '' && r[2] === '')) return 'invalid';
   if (r[1] === '') {
     const suffix = Number(r[2]);
     if (suffix === 0 || size === 0) return 'unsatisfiable';
     return { start: Math.max(size - suffix, 0), end: size - 1 };
   }
   const start = Number(r[1]);
+  if (r[2] !== '' && Number(r[2]) < start) return 'invalid';
+  if (start >= size) return 'unsatisfiable';
   const end = r[2] === '' ? size - 1 : Math.min(Number(r[2]), size - 1);
-  if (start >= size || start > end) return 'unsatisfiable';
   return { start, end };
 }
 
@@ -147,7 +151,7 @@ export async function sendDownload(
     }
     if (useRange) {
       const r = parseRange(h.range, file.size);
-      if (r === 'unsatisfiable') {
+      if (r === 'unsatisfiable' || r === 'invalid') {
         throw new AppError('RANGE_NOT_SATISFIABLE', {}, { headers: { 'content-range': `bytes */${file.size}` } });
       }
       if (r !== 'ignore') range = r;
