@@ -37,7 +37,7 @@ export const HASH_HERE_MAX = 64 * 1024;
  * as they pass (refusing with the catalogue's errors), and hashes them. MD5 is computed here unless
  * the caller asks for it off the thread (`md5OffThread`, as every receipt does) or a door asks for
  * more (a signed S3 payload's SHA-256); then MD5 runs on one digest thread and the others on a
- * second, side by side over the same batches (one copy of each byte), and the HTTP thread hashes nothing of a body past 1 MiB (`settle` collects
+ * second, side by side, and the HTTP thread hashes nothing of a body past 1 MiB (`settle` collects
  * them once every byte has passed). A body announced at most HASH_HERE_MAX bytes is hashed here
  * whatever is asked: the digest threads are for bodies whose hashing would hold the HTTP thread.
  */
@@ -45,8 +45,8 @@ export class ByteMeter extends Transform {
   bytes = 0;
   /** MD5 (and the others) here, when nothing goes to the digest threads. */
   readonly #here: Map<DigestAlgorithm, Hash> | null = null;
-  /** Otherwise MD5 and the others on the digest threads, MD5 in a lane of its own (side by side). */
-  readonly #off: OffThreadDigest | null = null;
+  /** Otherwise MD5 and the others on the digest threads, MD5 on its own (they run side by side). */
+  readonly #off: OffThreadDigest[] = [];
   #digests: Map<DigestAlgorithm, Buffer> | null = null;
 
   constructor(private readonly opts: MeterOptions) {
@@ -56,7 +56,8 @@ export class ByteMeter extends Transform {
     // where a digest thread's round trip (two messages, a promise) costs more than the bytes.
     const small = opts.expected !== null && opts.expected <= HASH_HERE_MAX;
     if (!small && (extra.length > 0 || opts.md5OffThread)) {
-      this.#off = extra.length > 0 ? new OffThreadDigest(['md5'], [extra[0]!, ...extra.slice(1)]) : new OffThreadDigest(['md5']);
+      this.#off.push(new OffThreadDigest('md5'));
+      if (extra.length > 0) this.#off.push(new OffThreadDigest(extra[0]!, ...extra.slice(1)));
     } else this.#here = new Map(['md5', ...extra].map((a) => [a, createHash(a)]));
   }
 
@@ -67,12 +68,14 @@ export class ByteMeter extends Transform {
     for (const o of this.opts.observers ?? []) o.update(chunk);
     if (this.#here) for (const h of this.#here.values()) h.update(chunk);
     else {
-      this.#off!.update(chunk);
+      for (const d of this.#off) d.update(chunk);
       // A digest thread that has fallen behind holds the next bytes back (bounded memory).
-      const wait = this.#off!.behind();
-      if (wait) {
-        void wait.then(() => cb(null, chunk));
-        return;
+      for (const d of this.#off) {
+        const wait = d.behind();
+        if (wait) {
+          void wait.then(() => cb(null, chunk));
+          return;
+        }
       }
     }
     cb(null, chunk);
@@ -91,7 +94,7 @@ export class ByteMeter extends Transform {
 
   /** Lets go of the digests still being computed (a receipt that failed). */
   dropDigests(): void {
-    this.#off?.dispose();
+    for (const d of this.#off) d.dispose();
   }
 
   /** Collects every digest once every byte has passed (the digest thread's included). */
@@ -99,9 +102,10 @@ export class ByteMeter extends Transform {
     if (this.#digests) return;
     if (this.#here) this.#digests = this.#hereDigests();
     else {
-      const off = this.#off!;
-      const values = await off.digests();
-      this.#digests = new Map(off.algorithms.map((a, i) => [a, values[i]!]));
+      const digests = new Map<DigestAlgorithm, Buffer>();
+      const values = await Promise.all(this.#off.map((d) => d.digests()));
+      this.#off.forEach((d, i) => d.algorithms.forEach((a, j) => digests.set(a, values[i]![j]!)));
+      this.#digests = digests;
     }
   }
 

@@ -1,19 +1,21 @@
 /**
- * Digests computed on other threads: a received body's MD5 (the stored checksum) and whatever
+ * Digests computed on another thread: a received body's MD5 (the stored checksum) and whatever
  * else a door checks over the same bytes (a signed S3 payload's SHA-256, a Content-SHA1 …), all
  * from one batch each time. MD5 on the HTTP thread cost it 1.2 s of CPU per GiB (OpenSSL's MD5
  * runs at about 900 MB/s here) and left it the bottleneck of a large upload; SHA-256 there cost a
- * signed upload about 15 % more. A digest has lanes, each a group of algorithms one thread
- * computes (MD5 on one, the SHA-256 of a signed payload on another, side by side). The chunks are
- * kept as they come until 1 MiB has arrived, then copied once into a batch of shared memory that
- * every lane's thread reads; a body that never reaches 1 MiB is hashed here at the end, as cheap
- * as hashing it as it came (no batch allocated for it). Once every lane has hashed a batch its
- * memory is used again: a fresh 1 MiB buffer per batch made V8 collect garbage for every few MiB
- * of external memory (0.3–0.4 s of CPU per GiB on the GC threads, measured per thread), and a copy
- * per lane cost a signed upload's HTTP thread a second copy of every byte and twice the buffers. A
- * lane with MAX_IN_FLIGHT batches not yet hashed says so (`behind`), and its byte meter stops
- * taking bytes until the thread catches up: memory stays bounded when a thread falls behind.
- * If a thread stops, every digest it held fails when asked for (never while bytes are fed: that
+ * signed upload about 15 % more. The chunks are kept as they come until 1 MiB has arrived, then
+ * copied once into a batch whose memory is handed to one shared worker; a body that never reaches
+ * 1 MiB is hashed here at the end, as cheap as hashing it as it came (no batch allocated for it).
+ * The worker hands each batch's memory back once hashed, and it is used again: a fresh 1 MiB
+ * buffer per batch made V8 collect garbage for every few MiB of external memory (0.3–0.4 s of
+ * CPU per GiB on the GC threads, measured per thread). Batches are transferred, not shared: one
+ * SharedArrayBuffer per batch read by both threads of a signed upload (session 28) kept every
+ * batch the worker had seen alive until the worker's own collector ran, which a thread that
+ * allocates almost nothing seldom does (RssAnon 240 MB against 146 after four rounds of four
+ * concurrent 128 MiB uploads), for no measurable gain in speed. A digest with MAX_IN_FLIGHT batches not
+ * yet hashed says so (`behind`), and its byte meter stops taking bytes until the worker catches
+ * up: memory stays bounded when the worker falls behind.
+ * If the worker stops, every digest it held fails when asked for (never while bytes are fed: that
  * runs inside a stream's write, where a throw would take the process down).
  */
 import { createHash } from 'node:crypto';
@@ -43,7 +45,7 @@ export function setDigestThreadIdleExit(ms: number): void {
   idleExitMs = ms;
 }
 
-type Reply = { type: 'digest'; id: number; digests: Uint8Array[] } | { type: 'free'; id: number; batch: number };
+type Reply = { type: 'digest'; id: number; digests: Uint8Array[] } | { type: 'free'; id: number; data: ArrayBuffer };
 
 /** Digest threads at most: two, so a signed upload's MD5 and SHA-256 run side by side (one on a 1-core machine). */
 const THREADS = Math.min(2, availableParallelism());
@@ -51,32 +53,13 @@ const THREADS = Math.min(2, availableParallelism());
 let nextId = 0;
 /** Algorithm names Node's crypto accepted. */
 const known = new Set<string>();
-/** Batch buffers every lane has hashed, ready for the next batch. */
-const spare: SharedArrayBuffer[] = [];
-
-/** Batches copied, and batch buffers allocated (tests: one copy per batch, whatever the lanes). */
-export const digestBatchStats = { copied: 0, allocated: 0 };
+/** Batch buffers handed back by the workers, ready for the next batch. */
+const spare: ArrayBuffer[] = [];
 
 /** Memory for a batch of `size` bytes: a spare buffer when one is large enough. */
-function batchBuffer(size: number): SharedArrayBuffer {
-  const reused = size <= BATCH_BUFFER ? spare.pop() : undefined;
-  if (reused) return reused;
-  digestBatchStats.allocated++;
-  return new SharedArrayBuffer(Math.max(size, BATCH_BUFFER));
-}
-
-/** A batch the lanes' threads read: its memory goes back to `spare` once the last has hashed it. */
-interface Batch {
-  data: SharedArrayBuffer;
-  lanes: number;
-}
-
-let nextBatch = 0;
-
-/** One lane's thread has hashed `batch`: its memory is free once every lane has. */
-function release(batch: Batch): void {
-  if (--batch.lanes > 0) return;
-  if (batch.data.byteLength === BATCH_BUFFER && spare.length < SPARE_MAX) spare.push(batch.data);
+function batchBuffer(size: number): ArrayBuffer {
+  if (size <= BATCH_BUFFER) return spare.pop() ?? new ArrayBuffer(BATCH_BUFFER);
+  return new ArrayBuffer(size);
 }
 
 /** One worker and the digests it holds. */
@@ -87,8 +70,6 @@ class DigestThread {
   held = 0;
   /** Per digest with batches in flight: how many, and who waits for that number to drop. */
   readonly inFlight = new Map<number, { batches: number; wake: (() => void) | null }>();
-  /** Batches sent to this thread and not yet hashed, by number. */
-  readonly batches = new Map<number, Batch>();
   readonly waiting = new Map<number, { resolve: (d: Buffer[]) => void; reject: (e: unknown) => void }>();
   #idleTimer: NodeJS.Timeout | null = null;
 
@@ -97,9 +78,7 @@ class DigestThread {
     this.worker = w;
     w.on('message', (r: Reply) => {
       if (r.type === 'free') {
-        const batch = this.batches.get(r.batch);
-        this.batches.delete(r.batch);
-        if (batch) release(batch);
+        if (r.data.byteLength === BATCH_BUFFER && spare.length < SPARE_MAX) spare.push(r.data);
         const f = this.inFlight.get(r.id);
         if (f && --f.batches < MAX_IN_FLIGHT) {
           if (f.batches === 0) this.inFlight.delete(r.id);
@@ -125,8 +104,6 @@ class DigestThread {
       // Feeders waiting for it go on (their digests fail when asked for).
       for (const f of this.inFlight.values()) f.wake?.();
       this.inFlight.clear();
-      // Its batches are never handed back: their memory is left to the garbage collector.
-      this.batches.clear();
       if (pool[slot] === this) pool[slot] = null;
     });
     // Unreferenced only now: adding a 'message' listener to a worker references it again (it
@@ -171,61 +148,41 @@ class DigestThread {
 
 const pool: (DigestThread | null)[] = [];
 
-/**
- * The thread for a lane's first batch: an idle one, else a new one while there is room, else the
- * least loaded; a thread another lane of the same digest holds (`taken`) only when there is no other.
- */
-function pick(taken: readonly DigestThread[]): DigestThread {
+/** The thread for a digest's first batch: an idle one, else a new one while there is room, else the least loaded. */
+function pick(): DigestThread {
   let least: DigestThread | null = null;
   let free = -1;
   for (let i = 0; i < THREADS; i++) {
     const t = pool[i];
     if (!t) free = free < 0 ? i : free;
-    else if (!taken.includes(t) && (!least || t.held < least.held)) least = t;
+    else if (!least || t.held < least.held) least = t;
   }
   if (least && (least.held === 0 || free < 0)) return least;
-  if (free >= 0) {
-    const t = new DigestThread(free);
-    pool[free] = t;
-    return t;
-  }
-  // Every thread is taken by this digest's other lanes (a 1-core machine): the least loaded of them.
-  return pool.filter((t): t is DigestThread => t !== null).reduce((a, b) => (b.held < a.held ? b : a));
-}
-
-/** Algorithms one thread computes for a digest, under an id of their own in that thread. */
-interface Lane {
-  readonly id: number;
-  readonly algorithms: readonly string[];
-  thread: DigestThread | null;
+  const t = new DigestThread(free);
+  pool[free] = t;
+  return t;
 }
 
 export class OffThreadDigest {
-  /** Every algorithm, lane after lane: the order of `digests()`. */
+  readonly #id = ++nextId;
+  /** The digests computed over the same bytes, from one batch each time (e.g. MD5 and SHA-256). */
   readonly algorithms: readonly string[];
-  readonly #lanes: Lane[];
   /** Bytes not yet sent: the chunks as given (kept, not copied), `#pending` bytes in all. */
   #chunks: Uint8Array[] = [];
   #pending = 0;
-  /** Whether a batch went out (the lanes' threads hold state). */
-  #sent = false;
+  /** The thread holding this digest's state, once a batch went to it. */
+  #sent: DigestThread | null = null;
   #done = false;
 
-  /**
-   * `lanes`: groups of algorithms, each computed by one thread, the groups side by side on
-   * different threads where there are (e.g. `['md5'], ['sha256']`). Every lane reads the same batches.
-   */
-  constructor(...lanes: [string, ...string[]][]) {
-    if (lanes.length === 0) throw new Error('OffThreadDigest: no algorithm');
+  constructor(...algorithms: [string, ...string[]]) {
     // An unknown algorithm fails here, not in the worker (checked once per name).
-    for (const a of lanes.flat()) {
+    for (const a of algorithms) {
       if (!known.has(a)) {
         createHash(a);
         known.add(a);
       }
     }
-    this.#lanes = lanes.map((algorithms) => ({ id: ++nextId, algorithms, thread: null }));
-    this.algorithms = lanes.flat();
+    this.algorithms = algorithms;
   }
 
   update(chunk: Uint8Array): void {
@@ -235,12 +192,12 @@ export class OffThreadDigest {
     if (this.#pending >= BATCH) this.#post();
   }
 
-  /** True once a thread that holds part of this digest's state has stopped: the digest is lost. */
+  /** True once the worker that holds this digest's state has stopped: the digest is lost. */
   #lost(): boolean {
-    return this.#sent && this.#lanes.some((l) => !l.thread!.alive);
+    return this.#sent !== null && !this.#sent.alive;
   }
 
-  /** Sends what is pending as one batch: copied once into shared memory every lane's thread reads. */
+  /** Sends what is pending as one batch: copied once into memory that is then handed over. */
   #post(): void {
     if (this.#lost()) {
       this.#chunks = [];
@@ -248,55 +205,40 @@ export class OffThreadDigest {
       return;
     }
     if (!this.#sent) {
-      const taken: DigestThread[] = [];
-      for (const l of this.#lanes) {
-        l.thread = pick(taken);
-        l.thread.held++;
-        taken.push(l.thread);
-      }
-      this.#sent = true;
+      this.#sent = pick();
+      this.#sent.held++;
     }
+    const t = this.#sent;
     const data = batchBuffer(this.#pending);
-    const bytes = new Uint8Array(data);
+    const batch = new Uint8Array(data);
     let at = 0;
     for (const c of this.#chunks) {
-      bytes.set(c, at);
+      batch.set(c, at);
       at += c.length;
     }
-    digestBatchStats.copied++;
     this.#chunks = [];
     this.#pending = 0;
-    const batch: Batch = { data, lanes: this.#lanes.length };
-    const number = ++nextBatch;
-    for (const l of this.#lanes) {
-      const t = l.thread!;
-      const f = t.inFlight.get(l.id);
-      if (f) f.batches++;
-      else t.inFlight.set(l.id, { batches: 1, wake: null });
-      t.batches.set(number, batch);
-      t.busy();
-      t.worker.postMessage({ type: 'update', id: l.id, algorithms: l.algorithms, data, length: at, batch: number });
-    }
+    const f = t.inFlight.get(this.#id);
+    if (f) f.batches++;
+    else t.inFlight.set(this.#id, { batches: 1, wake: null });
+    t.busy();
+    t.worker.postMessage({ type: 'update', id: this.#id, algorithms: this.algorithms, data, length: at }, [data]);
   }
 
   /**
-   * Null when more bytes may be fed at once; otherwise a promise that resolves once every lane's
-   * thread has caught up (fewer than MAX_IN_FLIGHT of its batches left to hash), or has stopped.
+   * Null when more bytes may be fed at once; otherwise a promise that resolves once the worker has
+   * caught up (fewer than MAX_IN_FLIGHT of this digest's batches left to hash), or has stopped.
    */
   behind(): Promise<void> | null {
-    if (!this.#sent || this.#lost()) return null;
-    for (const l of this.#lanes) {
-      const f = l.thread!.inFlight.get(l.id);
-      if (!f || f.batches < MAX_IN_FLIGHT) continue;
-      return new Promise<void>((resolve) => {
-        const prev = f.wake;
-        f.wake = () => {
-          prev?.();
-          resolve();
-        };
-      }).then(() => this.behind() ?? undefined);
-    }
-    return null;
+    const f = this.#sent?.inFlight.get(this.#id);
+    if (!f || f.batches < MAX_IN_FLIGHT || this.#lost()) return null;
+    return new Promise((resolve) => {
+      const prev = f.wake;
+      f.wake = () => {
+        prev?.();
+        resolve();
+      };
+    });
   }
 
   /** The digest of every byte given, by the first algorithm; call once (this or `digests`). */
@@ -304,10 +246,10 @@ export class OffThreadDigest {
     return (await this.digests())[0]!;
   }
 
-  /** The digests of every byte given, one per algorithm in `algorithms`' order; call once. */
-  async digests(): Promise<Buffer[]> {
+  /** The digests of every byte given, one per algorithm in the constructor's order; call once. */
+  digests(): Promise<Buffer[]> {
     this.#done = true;
-    if (!this.#sent) {
+    if (this.#sent === null) {
       // Never a whole batch: hashed here, at once (as cheap as hashing as it came).
       const out = this.algorithms.map((a) => {
         const h = createHash(a);
@@ -315,48 +257,33 @@ export class OffThreadDigest {
         return h.digest();
       });
       this.#chunks = [];
-      return out;
+      return Promise.resolve(out);
     }
     if (this.#pending > 0) this.#post();
-    const lost = this.#lost();
-    const results = this.#lanes.map((l) => {
-      const t = l.thread!;
-      t.held--;
-      if (lost) {
-        // Lanes on threads still alive let go of their state; the digest is lost.
-        if (t.alive) t.worker.postMessage({ type: 'drop', id: l.id });
-        t.inFlight.delete(l.id);
-        t.idle();
-        return Promise.reject(new Error('the digest thread stopped'));
-      }
-      return new Promise<Buffer[]>((resolve, reject) => {
-        t.waiting.set(l.id, { resolve, reject });
-        t.busy();
-        t.worker.postMessage({ type: 'finish', id: l.id, algorithms: l.algorithms });
-      });
+    if (this.#lost()) return Promise.reject(new Error('the digest thread stopped'));
+    const t = this.#sent;
+    t.held--;
+    return new Promise((resolve, reject) => {
+      t.waiting.set(this.#id, { resolve, reject });
+      t.busy();
+      t.worker.postMessage({ type: 'finish', id: this.#id, algorithms: this.algorithms });
     });
-    const settled = await Promise.allSettled(results);
-    const failed = settled.find((r) => r.status === 'rejected');
-    if (failed) throw failed.reason;
-    return settled.flatMap((r) => (r as PromiseFulfilledResult<Buffer[]>).value);
   }
 
-  /** Lets go of the state the threads hold (a receipt that failed). */
+  /** Lets go of the state the worker holds (a receipt that failed). */
   dispose(): void {
     if (this.#done) return;
     this.#done = true;
     this.#chunks = [];
-    if (!this.#sent) return;
-    for (const l of this.#lanes) {
-      const t = l.thread!;
-      t.held--;
-      const f = t.inFlight.get(l.id);
-      f?.wake?.();
-      t.inFlight.delete(l.id);
-      if (t.alive) {
-        t.worker.postMessage({ type: 'drop', id: l.id });
-        t.idle();
-      }
+    const t = this.#sent;
+    if (t === null) return;
+    t.held--;
+    const f = t.inFlight.get(this.#id);
+    f?.wake?.();
+    t.inFlight.delete(this.#id);
+    if (t.alive) {
+      t.worker.postMessage({ type: 'drop', id: this.#id });
+      t.idle();
     }
   }
 }

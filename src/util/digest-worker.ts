@@ -1,8 +1,7 @@
 /**
- * Runs in a worker thread (digest-thread.ts): keeps one hash per id (a digest's lane) and feeds it
- * the batches it is sent, in the order they come, then says the batch is hashed (`free`, with the
- * lane's id and the batch's number: the sender counts batches in flight, and reuses a batch's
- * shared memory once every lane's thread has said so); answers `finish` with the digests.
+ * Runs in a worker thread (digest-thread.ts): keeps one hash per id and feeds it the batches it is
+ * sent, in the order they come, handing each batch's memory back for reuse (`free`, with the
+ * digest's id: the sender counts its batches in flight); answers `finish` with the digest.
  *
  * It runs at the process's priority. It ran at the lowest (nice 19) until every large body's MD5
  * came here too: with two CPU-bound processes beside it on two cores, a niced thread got so little
@@ -17,7 +16,7 @@ import { createHash, type Hash } from 'node:crypto';
 nameThisThread(String((workerData as { name: string }).name));
 
 type Msg =
-  | { type: 'update'; id: number; algorithms: string[]; data: SharedArrayBuffer; length: number; batch: number }
+  | { type: 'update'; id: number; algorithms: string[]; data: ArrayBuffer; length: number }
   | { type: 'finish'; id: number; algorithms: string[] }
   | { type: 'drop'; id: number };
 
@@ -35,10 +34,9 @@ parentPort!.on('message', (m: Msg) => {
     hashes.set(m.id, hs);
   }
   if (m.type === 'update') {
-    const bytes = new Uint8Array(m.data, 0, m.length);
-    for (const h of hs) h.update(bytes);
-    // Read no more: the sender writes the next batch into this memory once every lane is done.
-    parentPort!.postMessage({ type: 'free', id: m.id, batch: m.batch });
+    const batch = new Uint8Array(m.data, 0, m.length);
+    for (const h of hs) h.update(batch);
+    parentPort!.postMessage({ type: 'free', id: m.id, data: m.data }, [m.data]);
     return;
   }
   hashes.delete(m.id);
