@@ -286,8 +286,8 @@ export async function getObjectOp(
     }
   } else if (rangeHeader !== undefined) {
     const parsed = parseRange(rangeHeader, file.size);
-    // A Range that is no byte range (`bytes=abc`, `bytes=5-2`) is ignored, as S3 does: 200 and the whole object.
     if (parsed === 'unsatisfiable') throw withHeaders(new S3Error('InvalidRange', undefined, { RangeRequested: rangeHeader, ActualObjectSize: String(file.size) }), { 'content-range': `bytes */${file.size}` });
+    // A Range that is no byte range (`bytes=abc`, `bytes=5-2`) is ignored, as S3 does: 200 and the whole object.
     if (parsed !== 'ignore' && parsed !== 'invalid') range = parsed;
   }
   const length = range ? range.end - range.start + 1 : file.size;
